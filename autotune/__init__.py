@@ -1,0 +1,1 @@
+"""Autotuning: Optuna studies that search schedule recipes by measurement."""

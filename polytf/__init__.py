@@ -1,0 +1,82 @@
+"""polytf: a polyhedral loop-nest compiler and autotuner for TensorFlow graphs.
+
+Typical use::
+
+    import polytf
+    polytf.tune("model.pb", trials=20)          # once: tune and cache
+    model = polytf.load("model.pb")             # later: milliseconds, from the cache
+    outputs = model(input=x)                    # {output node name: array}
+
+``import polytf`` needs neither TensorFlow nor CuPy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover
+    from polytf.autotune.model_tuner import TuneReport
+    from polytf.runtime.compiled_model import CompiledModel
+
+
+def load(
+    path: str | os.PathLike,
+    cache_dir: str | os.PathLike | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    outputs: Sequence[str] | None = None,
+    threads: int | None = None,
+) -> CompiledModel:
+    """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
+
+    Args:
+        path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``.
+        cache_dir: tuning-record cache; default ``$POLYTF_CACHE_DIR`` or the user cache dir.
+        input_shapes: placeholder name -> shape, to fix unknown dimensions.
+        outputs: output node names (``name`` or ``name:port``); default the graph's sinks.
+        threads: threads per kernel; default ``$POLYTF_THREADS`` or all available CPUs.
+
+    Returns:
+        A :class:`~polytf.runtime.compiled_model.CompiledModel`, called as
+        ``model(**{placeholder_name: array}) -> {output_name: array}``. Kernels without a
+        tuning record use the default recipe.
+
+    Raises:
+        GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled (the
+        message names the file, node or op).
+    """
+    from polytf.runtime.model_builder import load_model
+
+    return load_model(path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads)
+
+
+def tune(
+    path: str | os.PathLike,
+    trials: int = 20,
+    cache_dir: str | os.PathLike | None = None,
+    retune: bool = False,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    outputs: Sequence[str] | None = None,
+    threads: int | None = None,
+    seed: int = 0,
+    progress=None,
+) -> TuneReport:
+    """Tune every kernel of a model by measurement and store the winners in the cache.
+
+    Each kernel gets an Optuna study of ``trials`` candidate schedules; every candidate
+    is checked against the numpy reference before it may win. Kernels that already
+    have a record are reused unless ``retune``.
+
+    Returns:
+        A :class:`~polytf.autotune.model_tuner.TuneReport` (per-kernel default and tuned
+        latency, trials, and the whole model's latency before and after).
+    """
+    from polytf.autotune.model_tuner import tune_model
+
+    return tune_model(path, trials=trials, cache_dir=cache_dir, retune=retune, input_shapes=input_shapes, outputs=outputs, threads=threads, seed=seed, progress=progress)
+
+
+__all__ = ["__version__", "load", "tune"]

@@ -1,0 +1,77 @@
+"""The one exception hierarchy of polytf.
+
+Every error a user can see derives from :class:`PolytfError`. Each stage adds its
+context (the node, op or file it was working on) so that a message says what went
+wrong and what to do, never a traceback from deep inside protobuf, isl or LLVM.
+"""
+
+from __future__ import annotations
+
+
+class PolytfError(Exception):
+    """Base class of every error polytf raises on purpose."""
+
+    def with_context(self, context: str) -> PolytfError:
+        """Return an error of the same class whose message starts with ``context``.
+
+        Args:
+            context: what the caller was doing, e.g. ``"while lowering node 'dense/MatMul' (MatMul)"``.
+        """
+        error = type(self).__new__(type(self))
+        Exception.__init__(error, f"{context}: {self}")
+        error.__dict__.update(self.__dict__)
+        return error
+
+
+class GraphError(PolytfError):
+    """A GraphDef that cannot be read or is inconsistent (missing inputs, cycles, bad file)."""
+
+
+class ShapeError(GraphError):
+    """Shapes or dtypes that an op does not accept, or an unknown dimension left unfixed."""
+
+
+class UnsupportedOpError(GraphError):
+    """A model uses ops polytf cannot compile.
+
+    Attributes:
+        nodes: ``(node_name, op_type)`` for every unsupported node of the model.
+    """
+
+    def __init__(self, nodes: list[tuple[str, str]]):
+        self.nodes = list(nodes)
+        ops = sorted({op for _, op in self.nodes})
+        listing = "\n".join(f"  - node '{name}' (op {op})" for name, op in self.nodes)
+        super().__init__(
+            f"{len(self.nodes)} node(s) use ops polytf does not support ({', '.join(ops)}):\n"
+            f"{listing}\n"
+            "Run `polytf ops` for the supported ops, or export the model without these ops."
+        )
+
+
+class PolyhedralError(PolytfError):
+    """isl rejected a set or map polytf built; the message carries the isl text."""
+
+
+class ScheduleError(PolytfError):
+    """A schedule recipe is malformed or would violate a dependence of the Scop."""
+
+
+class CodegenError(PolytfError):
+    """An isl AST could not be translated to LLVM IR."""
+
+
+class CompileError(PolytfError):
+    """LLVM could not verify or compile a generated module."""
+
+
+class TuningError(PolytfError):
+    """The tuner could not find any correct candidate, or its study storage failed."""
+
+
+class CacheError(PolytfError):
+    """A tuning-record cache could not be read or written."""
+
+
+class DependencyMissingError(PolytfError):
+    """An optional dependency (TensorFlow, CuPy) is needed for this feature and is not installed."""

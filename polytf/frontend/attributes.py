@@ -1,0 +1,248 @@
+"""Decoding of GraphDef attribute protos (``AttrValue``, ``TensorProto``) to Python values.
+
+No TensorFlow import: the protos come from ``tensorboard.compat.proto``.
+
+Decoding rules (see :func:`decode_attr`):
+
+=========== ===============================================================
+proto field Python value
+=========== ===============================================================
+``i``       ``int``
+``f``       ``float``
+``b``       ``bool``
+``s``       ``str`` (UTF-8), or ``bytes`` when not valid UTF-8
+``type``    numpy dtype name, e.g. ``DT_FLOAT`` -> ``"float32"`` (see :func:`dtype_name`)
+``shape``   tuple of ``int | None`` (``-1`` -> ``None``), or ``None`` for an unknown rank
+``tensor``  ``numpy.ndarray`` (see :func:`decode_tensor`)
+``list``    tuple of decoded values
+``func``    the function name, ``str``
+``placeholder`` the placeholder name, ``str``
+=========== ===============================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tensorboard.compat.proto import attr_value_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+
+__all__ = ["decode_attr", "decode_attrs", "decode_shape", "decode_tensor", "dtype_name", "numpy_dtype"]
+
+# TensorFlow DataType enum name -> numpy dtype name (or a descriptive name when numpy has none).
+_DTYPE_NAMES: dict[str, str] = {
+    "DT_FLOAT": "float32",
+    "DT_DOUBLE": "float64",
+    "DT_HALF": "float16",
+    "DT_BFLOAT16": "bfloat16",
+    "DT_INT8": "int8",
+    "DT_INT16": "int16",
+    "DT_INT32": "int32",
+    "DT_INT64": "int64",
+    "DT_UINT8": "uint8",
+    "DT_UINT16": "uint16",
+    "DT_UINT32": "uint32",
+    "DT_UINT64": "uint64",
+    "DT_BOOL": "bool",
+    "DT_COMPLEX64": "complex64",
+    "DT_COMPLEX128": "complex128",
+    "DT_STRING": "string",
+    "DT_RESOURCE": "resource",
+    "DT_VARIANT": "variant",
+}
+
+# Repeated *_val field of a TensorProto holding values of each numpy dtype name.
+_VAL_FIELDS: dict[str, str] = {
+    "float32": "float_val",
+    "float64": "double_val",
+    "float16": "half_val",
+    "bfloat16": "half_val",
+    "int8": "int_val",
+    "int16": "int_val",
+    "int32": "int_val",
+    "uint8": "int_val",
+    "uint16": "int_val",
+    "int64": "int64_val",
+    "uint32": "uint32_val",
+    "uint64": "uint64_val",
+    "bool": "bool_val",
+    "complex64": "scomplex_val",
+    "complex128": "dcomplex_val",
+    "string": "string_val",
+}
+
+_REF_OFFSET = 100  # DT_FLOAT_REF == DT_FLOAT + 100, and so on.
+
+
+def dtype_name(enum_value: int) -> str:
+    """Numpy dtype name of a TensorFlow ``DataType`` enum value.
+
+    ``DT_FLOAT`` -> ``"float32"``, ``DT_INT32`` -> ``"int32"``, ``DT_BOOL`` -> ``"bool"``; reference
+    types (``DT_FLOAT_REF``) map like their base type. Types numpy has no dtype for come back
+    as a lower-case name without the ``DT_`` prefix (``"qint8"``, ``"resource"``); an unknown enum
+    value as ``"dtype_<number>"``.
+    """
+    value = int(enum_value)
+    if value > _REF_OFFSET:
+        value -= _REF_OFFSET
+    try:
+        name = types_pb2.DataType.Name(value)
+    except ValueError:
+        return f"dtype_{int(enum_value)}"
+    if name in _DTYPE_NAMES:
+        return _DTYPE_NAMES[name]
+    return name[3:].lower() if name.startswith("DT_") else name.lower()
+
+
+def numpy_dtype(name: str) -> np.dtype | None:
+    """The numpy dtype for a dtype name from :func:`dtype_name`, or ``None`` if numpy has none."""
+    if name in ("string", "resource", "variant"):
+        return np.dtype(object)
+    if name == "bfloat16":
+        return np.dtype(np.float32)  # decoded (widened) to float32
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return None
+
+
+def decode_shape(shape: tensor_shape_pb2.TensorShapeProto) -> tuple[int | None, ...] | None:
+    """A ``TensorShapeProto`` as a tuple; ``-1`` dimensions become ``None``; unknown rank -> ``None``."""
+    if shape.unknown_rank:
+        return None
+    return tuple(None if d.size < 0 else int(d.size) for d in shape.dim)
+
+
+def _bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def decode_tensor(tensor: tensor_pb2.TensorProto) -> np.ndarray:
+    """A ``TensorProto`` as a numpy array.
+
+    Values come from ``tensor_content`` (raw little-endian bytes) when it is set, otherwise from
+    the repeated ``*_val`` field of the dtype. As in TensorFlow, fewer values than the shape holds
+    means the last value is repeated to fill it (a single value fills the whole tensor), and no
+    values at all means zeros. ``bfloat16`` is widened to ``float32``; strings come back as an
+    object array of ``bytes``.
+
+    Raises:
+        ValueError: for a dtype that cannot be decoded or content that does not fit the shape.
+    """
+    name = dtype_name(tensor.dtype)
+    shape = decode_shape(tensor.tensor_shape)
+    if shape is None or any(d is None for d in shape):
+        raise ValueError(f"tensor attribute with a non-static shape {shape}")
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+    if tensor.tensor_content and name not in ("string", "resource", "variant"):
+        raw_dtype = {"bfloat16": np.dtype("<u2")}.get(name)
+        if raw_dtype is None:
+            np_dtype = numpy_dtype(name)
+            if np_dtype is None:
+                raise ValueError(f"cannot decode a tensor of dtype {name}")
+            raw_dtype = np_dtype.newbyteorder("<")
+        data = np.frombuffer(tensor.tensor_content, dtype=raw_dtype)
+        if data.size != count:
+            raise ValueError(f"tensor_content holds {data.size} {name} values but the shape {shape} needs {count}")
+        if name == "bfloat16":
+            data = _bfloat16_to_float32(data)
+        return data.astype(data.dtype.newbyteorder("="), copy=True).reshape(shape)
+
+    field = _VAL_FIELDS.get(name)
+    if field is None:
+        raise ValueError(f"cannot decode a tensor of dtype {name}")
+    values = list(getattr(tensor, field))
+    if name in ("complex64", "complex128"):
+        values = [complex(re, im) for re, im in zip(values[0::2], values[1::2])]
+
+    if name == "string":
+        array = np.empty(len(values), dtype=object)
+        array[:] = [bytes(v) for v in values]
+        fill: Any = b""
+    elif name in ("float16", "bfloat16"):
+        bits = np.array(values, dtype=np.uint16)
+        array = bits.view(np.float16).astype(np.float16) if name == "float16" else _bfloat16_to_float32(bits)
+        fill = 0
+    else:
+        np_dtype = numpy_dtype(name)
+        assert np_dtype is not None
+        array = np.array(values, dtype=np_dtype)
+        fill = 0
+
+    if array.size == count:
+        return array.reshape(shape)
+    if array.size > count:
+        raise ValueError(f"tensor holds {array.size} {name} values but the shape {shape} needs {count}")
+    out = np.empty(count, dtype=array.dtype)
+    if array.size == 0:
+        out[:] = fill
+    else:
+        out[: array.size] = array
+        out[array.size :] = array[-1]
+    return out.reshape(shape)
+
+
+def _decode_bytes(value: bytes) -> str | bytes:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return bytes(value)
+
+
+def _decode_list(value: attr_value_pb2.AttrValue.ListValue) -> tuple[Any, ...]:
+    # A ListValue has one repeated field per kind; at most one is non-empty in practice.
+    if value.s:
+        return tuple(_decode_bytes(v) for v in value.s)
+    if value.i:
+        return tuple(int(v) for v in value.i)
+    if value.f:
+        return tuple(float(v) for v in value.f)
+    if value.b:
+        return tuple(bool(v) for v in value.b)
+    if value.type:
+        return tuple(dtype_name(v) for v in value.type)
+    if value.shape:
+        return tuple(decode_shape(v) for v in value.shape)
+    if value.tensor:
+        return tuple(decode_tensor(v) for v in value.tensor)
+    if value.func:
+        return tuple(v.name for v in value.func)
+    return ()
+
+
+def decode_attr(value: attr_value_pb2.AttrValue) -> Any:
+    """One ``AttrValue`` as a Python value (see the module docstring for the rules).
+
+    Raises:
+        ValueError: when a tensor attribute cannot be decoded.
+    """
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "i":
+        return int(value.i)
+    if kind == "f":
+        return float(value.f)
+    if kind == "b":
+        return bool(value.b)
+    if kind == "s":
+        return _decode_bytes(value.s)
+    if kind == "type":
+        return dtype_name(value.type)
+    if kind == "shape":
+        return decode_shape(value.shape)
+    if kind == "tensor":
+        return decode_tensor(value.tensor)
+    if kind == "list":
+        return _decode_list(value.list)
+    if kind == "func":
+        return value.func.name
+    if kind == "placeholder":
+        return value.placeholder
+    return None  # a kind added by a newer proto version
+
+
+def decode_attrs(attrs: Any) -> dict[str, Any]:
+    """A NodeDef's ``attr`` map as a dict, keys sorted for deterministic output."""
+    return {key: decode_attr(attrs[key]) for key in sorted(attrs)}

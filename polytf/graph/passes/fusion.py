@@ -1,0 +1,128 @@
+"""Partitions a typed graph into fusion groups: the kernels polytf compiles.
+
+Greedy producer-consumer fusion in the style of XLA's instruction fusion: every
+compute node starts a group unless it is element-wise and one of its inputs is
+produced, at the same shape, by an open group; then it joins that group and its
+loops share the group's outer band (so a MatMul or Conv2D tile is finished by its
+BiasAdd and Relu while it is still in cache). A node joins a group only if all its
+other inputs come from the graph's sources or from groups created earlier, so the
+groups stay acyclic. View ops (Identity, Reshape, Squeeze) emit no code: their
+output aliases their input's buffer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from polytf.graph import Graph
+from polytf.ops.registry import ELEMENTWISE, NO_OUTPUT, SOURCE, VIEW, lookup
+
+
+@dataclass(frozen=True)
+class FusionGroup:
+    """Nodes compiled into one kernel.
+
+    Attributes:
+        name: kernel name (C identifier), e.g. ``"k2_dense_1_MatMul"``.
+        nodes: compute node names, in program order; the first is the anchor.
+        inputs: tensors read from outside the group.
+        outputs: tensors produced in the group and needed outside it.
+    """
+
+    name: str
+    nodes: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+def resolve_view(graph: Graph, tensor: str) -> str:
+    """Follow view ops back to the tensor that owns the buffer."""
+    while True:
+        producer = graph.producer(tensor)
+        definition = lookup(producer.op)
+        if definition is None or definition.category != VIEW:
+            return tensor
+        tensor = producer.inputs[0]
+
+
+def is_compute(graph: Graph, node_name: str) -> bool:
+    definition = lookup(graph.nodes[node_name].op)
+    return definition is not None and definition.category not in (SOURCE, VIEW, NO_OUTPUT)
+
+
+def data_inputs(graph: Graph, node_name: str) -> tuple[str, ...]:
+    node = graph.nodes[node_name]
+    definition = lookup(node.op)
+    return tuple(node.inputs[i] for i in definition.data_input_indices(len(node.inputs)))
+
+
+def kernel_name(index: int, node_name: str) -> str:
+    return f"k{index}_" + re.sub(r"[^A-Za-z0-9_]", "_", node_name)[-48:]
+
+
+def partition(graph: Graph, fuse: bool = True) -> tuple[FusionGroup, ...]:
+    """Fusion groups of ``graph`` (typed), in an order that respects dependences.
+
+    Args:
+        fuse: False puts every compute node in its own group.
+    """
+    group_of_node: dict[str, int] = {}
+    members: list[list[str]] = []
+    for name in graph.nodes:
+        if not is_compute(graph, name):
+            continue
+        node = graph.nodes[name]
+        target = None
+        if fuse and lookup(node.op).category == ELEMENTWISE:
+            output_type = graph.types[node.output(0)]
+            for tensor in data_inputs(graph, name):
+                producer = graph.producer(tensor).name
+                if producer in group_of_node and graph.types[tensor].shape == output_type.shape:
+                    candidate = group_of_node[producer]
+                    if _inputs_allowed(graph, name, candidate, group_of_node):
+                        target = candidate
+                        break
+        if target is None:
+            members.append([name])
+            group_of_node[name] = len(members) - 1
+        else:
+            members[target].append(name)
+            group_of_node[name] = target
+
+    consumers = graph.consumers()
+    outputs_wanted = {resolve_view(graph, t) for t in graph.outputs}
+    groups = []
+    for index, names in enumerate(members):
+        inside = set(names)
+        inputs: list[str] = []
+        outputs: list[str] = []
+        for name in names:
+            for tensor in data_inputs(graph, name):
+                if graph.producer(tensor).name not in inside and tensor not in inputs:
+                    inputs.append(tensor)
+            produced = graph.nodes[name].output(0)
+            used_outside = any(c.name not in inside for c in _consumers_through_views(graph, produced, consumers))
+            if used_outside or produced in outputs_wanted:
+                outputs.append(produced)
+        groups.append(FusionGroup(kernel_name(index, names[0]), tuple(names), tuple(inputs), tuple(outputs)))
+    return tuple(groups)
+
+
+def _consumers_through_views(graph: Graph, tensor: str, consumers) -> list:
+    result = []
+    for consumer in consumers.get(tensor, []):
+        definition = lookup(consumer.op)
+        if definition is not None and definition.category == VIEW:
+            result.extend(_consumers_through_views(graph, consumer.output(0), consumers))
+        else:
+            result.append(consumer)
+    return result
+
+
+def _inputs_allowed(graph: Graph, name: str, candidate: int, group_of_node: dict[str, int]) -> bool:
+    for tensor in data_inputs(graph, name):
+        producer = graph.producer(resolve_view(graph, tensor)).name
+        if producer in group_of_node and group_of_node[producer] > candidate:
+            return False
+    return True

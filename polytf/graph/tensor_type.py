@@ -1,0 +1,45 @@
+"""Static type of a tensor: shape and dtype."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: dtypes polytf compiles, by TensorFlow's name.
+SUPPORTED_DTYPES = ("float32", "int32")
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """Shape and dtype of one tensor.
+
+    Attributes:
+        shape: dimension sizes; ``None`` marks a dimension not known yet (e.g. a batch of -1).
+        dtype: numpy dtype name, e.g. ``"float32"``.
+    """
+
+    shape: tuple[int | None, ...]
+    dtype: str = "float32"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        """True when every dimension is known."""
+        return all(d is not None for d in self.shape)
+
+    @property
+    def element_count(self) -> int:
+        """Number of elements (requires a static shape)."""
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def size_bytes(self) -> int:
+        return self.element_count * np.dtype(self.dtype).itemsize
+
+    def __str__(self) -> str:
+        dims = ", ".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.dtype}[{dims}]"

@@ -1,0 +1,168 @@
+"""Freezing models to GraphDefs with static shapes, and writing the zoo's models to files.
+
+Every zoo model is frozen through ``tf.function`` + ``convert_variables_to_constants_v2`` with a
+FIXED input shape, so all shapes in the GraphDef are static. Node names in the written files:
+
+================== ============ ===================== ============ ==========================
+model              placeholder  input shape           output node  output shape
+================== ============ ===================== ============ ==========================
+``mlp``            ``input``    ``[batch, 784]``      ``Identity`` ``[batch, 10]``
+``cifar_cnn``      ``input``    ``[batch, 32, 32, 3]``  ``Identity`` ``[batch, 10]``
+``odd_matmul``     ``input``    ``[m=batch or 37, 53]`` ``Identity`` ``[m, 29]``
+``conv_bias_relu`` ``input``    ``[batch, 17, 19, 5]``  ``Identity`` ``[batch, 17, 19, 7]``
+================== ============ ===================== ============ ==========================
+
+The output ``Identity`` has a control input ``^NoOp`` in the Keras models (a ``NoOp`` gathering
+the variable reads); the frozen files contain ``Const`` nodes for all weights.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polytf.model_zoo.keras_models import cifar_cnn, conv_bias_relu, import_tensorflow, mlp, odd_matmul
+
+__all__ = ["MODEL_NAMES", "INPUT_NAME", "OUTPUT_NAME", "ZooModelInfo", "freeze_to_graphdef", "freeze_model", "write_model"]
+
+#: Models :func:`write_model` knows.
+MODEL_NAMES = ("mlp", "cifar_cnn", "odd_matmul", "conv_bias_relu")
+#: Placeholder name of every zoo model.
+INPUT_NAME = "input"
+#: Output node of every zoo model (single output).
+OUTPUT_NAME = "Identity"
+
+
+@dataclass(frozen=True)
+class ZooModelInfo:
+    """What a frozen zoo model looks like from outside.
+
+    Attributes:
+        name: zoo model name.
+        input_name: the placeholder node's name.
+        input_shape: its static shape.
+        output_names: output node names (``("Identity",)`` for every zoo model).
+        path: the file written, when one was.
+    """
+
+    name: str
+    input_name: str
+    input_shape: tuple[int, ...]
+    output_names: tuple[str, ...]
+    path: Path | None = None
+
+
+def _normalize_specs(tf: Any, input_specs: Any) -> list[Any]:
+    if isinstance(input_specs, tf.TensorSpec):
+        input_specs = [input_specs]
+    elif isinstance(input_specs, tuple) and input_specs and isinstance(input_specs[0], str):
+        input_specs = [input_specs]
+    specs = []
+    for i, spec in enumerate(input_specs):
+        if isinstance(spec, tf.TensorSpec):
+            if spec.name is None:
+                spec = tf.TensorSpec(spec.shape, spec.dtype, name=INPUT_NAME if i == 0 else f"{INPUT_NAME}_{i}")
+            specs.append(spec)
+            continue
+        name, shape, *rest = spec
+        dtype = tf.as_dtype(rest[0]) if rest else tf.float32
+        specs.append(tf.TensorSpec(tuple(int(d) for d in shape), dtype, name=name))
+    for spec in specs:
+        if not spec.shape.is_fully_defined():
+            raise ValueError(f"input '{spec.name}' has a non-static shape {spec.shape}; give every dimension (batch included)")
+    return specs
+
+
+def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any) -> Any:
+    """Trace ``model_or_function`` with static input shapes and freeze its variables to constants.
+
+    Args:
+        model_or_function: a Keras model (called with ``training=False``), a ``tf.function``
+            (its Python function is re-traced, so nested calls are not left as function calls),
+            or any callable of TensorFlow tensors.
+        input_specs: ``tf.TensorSpec`` objects or ``(name, shape[, dtype])`` tuples, one per
+            input; the spec's name becomes the placeholder's name (default ``"input"``).
+
+    Returns:
+        A ``tf.compat.v1.GraphDef`` without variables or function library; single outputs come
+        out of a node named ``"Identity"`` (more outputs: ``"Identity_1"``, ...).
+    """
+    tf = import_tensorflow()
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    specs = _normalize_specs(tf, input_specs)
+    target = getattr(model_or_function, "python_function", model_or_function)
+    is_keras = hasattr(model_or_function, "layers") and hasattr(model_or_function, "get_weights")
+
+    def call(*args: Any) -> Any:
+        inputs = args[0] if len(args) == 1 else list(args)
+        return target(inputs, training=False) if is_keras else target(*args)
+
+    concrete = tf.function(call).get_concrete_function(*specs)
+    frozen = convert_variables_to_constants_v2(concrete)
+    return frozen.graph.as_graph_def()
+
+
+def _build(name: str, batch: int | None) -> tuple[Any, tuple[int, ...]]:
+    if name == "mlp":
+        b = 1 if batch is None else batch
+        return mlp(b), (b, 784)
+    if name == "cifar_cnn":
+        b = 1 if batch is None else batch
+        return cifar_cnn(b), (b, 32, 32, 3)
+    if name == "odd_matmul":
+        fn = odd_matmul() if batch is None else odd_matmul(m=batch)
+        return fn, tuple(fn.input_shape)
+    if name == "conv_bias_relu":
+        fn = conv_bias_relu(1 if batch is None else batch)
+        return fn, tuple(fn.input_shape)
+    raise ValueError(f"unknown zoo model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+
+
+def freeze_model(name: str, batch: int | None = None) -> tuple[Any, ZooModelInfo]:
+    """Build and freeze zoo model ``name``; returns ``(graph_def, info)``.
+
+    ``batch`` is the leading dimension (default 1); for ``odd_matmul`` it is ``m`` (default 37).
+    """
+    if name not in MODEL_NAMES:
+        raise ValueError(f"unknown zoo model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    if batch is not None and int(batch) < 1:
+        raise ValueError(f"batch must be at least 1, not {batch}")
+    model, shape = _build(name, None if batch is None else int(batch))
+    graph_def = freeze_to_graphdef(model, [(INPUT_NAME, shape)])
+    consumed = {i.lstrip("^").split(":")[0] for n in graph_def.node for i in n.input}
+    outputs = tuple(n.name for n in graph_def.node if n.name not in consumed and n.op not in ("NoOp", "Const", "Placeholder"))
+    return graph_def, ZooModelInfo(name, INPUT_NAME, shape, outputs)
+
+
+def write_model(name: str, path: str | os.PathLike[str], batch: int | None = 1) -> Path:
+    """Write zoo model ``name`` as a binary frozen GraphDef to ``path`` and return the path.
+
+    Args:
+        name: one of :data:`MODEL_NAMES`.
+        path: the ``.pb`` file to write (parent folders are created).
+        batch: leading input dimension (default 1). For ``odd_matmul`` it is ``m``, except that
+            1 (the default) and ``None`` keep its default ``m=37``.
+
+    The file has placeholder ``"input"`` and output node ``"Identity"`` (see the module docstring).
+    """
+    return write_model_with_info(name, path, batch).path  # type: ignore[return-value]
+
+
+def write_model_with_info(name: str, path: str | os.PathLike[str], batch: int | None = 1) -> ZooModelInfo:
+    """Like :func:`write_model`, returning the :class:`ZooModelInfo` (with ``path`` set)."""
+    if name == "odd_matmul" and batch == 1:
+        batch = None
+    graph_def, info = freeze_model(name, batch)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(graph_def.SerializeToString(deterministic=True))
+    return ZooModelInfo(info.name, info.input_name, info.input_shape, info.output_names, out)
+
+
+def zoo_models() -> Sequence[str]:
+    """The names of the zoo's models."""
+    return MODEL_NAMES

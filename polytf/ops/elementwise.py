@@ -1,0 +1,203 @@
+"""Elementwise ops: ``AddV2``/``Add``, ``Sub``, ``Mul`` (with numpy/TensorFlow
+broadcasting), ``BiasAdd`` and ``Relu``.
+
+Sources: TensorFlow op definitions ``AddV2``, ``Add``, ``Sub``, ``Mul`` and ``BiasAdd``
+(tensorflow/core/ops/math_ops.cc, nn_ops.cc) and ``Relu`` (tensorflow/core/ops/nn_ops.cc).
+
+* Binary ops broadcast like numpy: shapes are aligned on the right and a dimension
+  of size 1 (or a missing leading dimension) is repeated.
+* ``BiasAdd(value, bias)``: ``value`` of rank >= 2, ``bias`` of rank 1 with the size of
+  ``value``'s last dimension (data_format ``NHWC``; ``NCHW`` is not supported).
+* ``Relu(x) = max(x, 0)``.
+
+Lowering: one statement over the output shape, iterators ``d0..d{R-1}``; an input of
+lower rank skips the leading iterators, and a size-1 input dimension that is
+broadcast is indexed with the constant 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polytf.errors import ShapeError
+from polytf.graph import TensorType
+from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
+from polytf.poly.expression import Access, Binary, Constant, Load
+from polytf.poly.statement import Statement
+
+
+def broadcast_shapes(*shapes: tuple[int | None, ...]) -> tuple[int | None, ...]:
+    """numpy broadcasting of static or partly unknown shapes.
+
+    Raises:
+        ShapeError: two dimensions differ and neither is 1.
+    """
+    rank = max((len(s) for s in shapes), default=0)
+    result: list[int | None] = []
+    for axis in range(rank):
+        sizes = [s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0]
+        known = {d for d in sizes if d is not None and d != 1}
+        if len(known) > 1:
+            raise ShapeError(
+                f"shapes {' and '.join(_shape_text(s) for s in shapes)} cannot be broadcast together (dimension {axis})"
+            )
+        if known:
+            result.append(known.pop())
+        elif any(d is None for d in sizes):
+            result.append(None)
+        else:
+            result.append(1)
+    return tuple(result)
+
+
+def _shape_text(shape) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def broadcast_access(name: str, input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> Access:
+    """Access of an input of ``input_shape`` from the output point ``(d0..d{R-1})``."""
+    offset = len(output_shape) - len(input_shape)
+    if offset < 0:
+        raise ShapeError(f"input {_shape_text(input_shape)} has a higher rank than the output {_shape_text(output_shape)}")
+    index = []
+    for axis, size in enumerate(input_shape):
+        out_size = output_shape[axis + offset]
+        if size == out_size:
+            index.append(f"d{axis + offset}")
+        elif size == 1:
+            index.append(0)
+        else:
+            raise ShapeError(f"input {_shape_text(input_shape)} does not broadcast to {_shape_text(output_shape)}")
+    return Access.of(name, *index)
+
+
+def _output_access(output) -> tuple[Access, tuple[str, ...]]:
+    iterators = tuple(f"d{i}" for i in range(len(output.shape)))
+    return Access.of(output.name, *iterators), iterators
+
+
+# --- binary ops with broadcasting ------------------------------------------------------
+
+_BINARY = {"AddV2": ("add", np.add), "Add": ("add", np.add), "Sub": ("sub", np.subtract), "Mul": ("mul", np.multiply)}
+
+
+def infer_binary(node, input_types, input_constants):
+    if len(input_types) != 2:
+        raise ShapeError(f"{node.op} takes 2 inputs, got {len(input_types)}")
+    a, b = input_types
+    if a.dtype != b.dtype:
+        raise ShapeError(f"{node.op} inputs have different dtypes: {a} and {b}")
+    return (TensorType(broadcast_shapes(a.shape, b.shape), a.dtype),)
+
+
+def reference_binary(node, inputs):
+    a, b = (np.asarray(x, dtype=np.float32) for x in inputs)
+    return (np.asarray(_BINARY[node.op][1](a, b), dtype=np.float32),)
+
+
+def lower_binary(node, inputs, outputs, context):
+    """``S[d0..d{R-1}]: C[d...] = op(A[bcast(d)], B[bcast(d)])``."""
+    a, b = inputs
+    (c,) = outputs
+    out, iterators = _output_access(c)
+    value = Binary(
+        _BINARY[node.op][0],
+        Load(broadcast_access(a.name, a.shape, c.shape)),
+        Load(broadcast_access(b.name, b.shape, c.shape)),
+    )
+    return [Statement(context.statement_name(), iterators, c.shape, out, value, node=node.name, op=node.op)]
+
+
+# --- BiasAdd ---------------------------------------------------------------------------
+
+
+def _check_bias_format(node) -> None:
+    data_format = node.attr("data_format", "NHWC")
+    if isinstance(data_format, bytes):
+        data_format = data_format.decode()
+    if data_format != "NHWC":
+        raise ShapeError(
+            f"BiasAdd with data_format {data_format!r} is not supported: polytf supports NHWC only "
+            "(bias over the last axis); export the model with channels-last layout"
+        )
+
+
+def infer_bias_add(node, input_types, input_constants):
+    _check_bias_format(node)
+    if len(input_types) != 2:
+        raise ShapeError(f"BiasAdd takes 2 inputs (value, bias), got {len(input_types)}")
+    value, bias = input_types
+    if value.rank < 2:
+        raise ShapeError(f"BiasAdd needs a value of rank >= 2, got {value}")
+    if bias.rank != 1:
+        raise ShapeError(f"BiasAdd needs a rank-1 bias, got {bias}")
+    if value.shape[-1] is not None and bias.shape[0] is not None and value.shape[-1] != bias.shape[0]:
+        raise ShapeError(f"BiasAdd bias {bias} does not match the last dimension of the value {value}")
+    return (TensorType(value.shape, value.dtype),)
+
+
+def reference_bias_add(node, inputs):
+    _check_bias_format(node)
+    value, bias = (np.asarray(x, dtype=np.float32) for x in inputs)
+    return (np.asarray(value + bias, dtype=np.float32),)
+
+
+def lower_bias_add(node, inputs, outputs, context):
+    """``S[d0..d{R-1}]: C[d...] = X[d...] + B[d{R-1}]``."""
+    x, bias = inputs
+    (c,) = outputs
+    out, iterators = _output_access(c)
+    value = Binary("add", Load(Access.of(x.name, *iterators)), Load(Access.of(bias.name, iterators[-1])))
+    return [Statement(context.statement_name(), iterators, c.shape, out, value, node=node.name, op=node.op)]
+
+
+# --- Relu ------------------------------------------------------------------------------
+
+
+def infer_relu(node, input_types, input_constants):
+    if len(input_types) != 1:
+        raise ShapeError(f"Relu takes 1 input, got {len(input_types)}")
+    return (input_types[0],)
+
+
+def reference_relu(node, inputs):
+    x = np.asarray(inputs[0], dtype=np.float32)
+    return (np.maximum(x, np.float32(0)),)
+
+
+def lower_relu(node, inputs, outputs, context):
+    """``S[d...]: Y[d...] = max(X[d...], 0)``."""
+    (x,) = inputs
+    (y,) = outputs
+    out, iterators = _output_access(y)
+    value = Binary("max", Load(Access.of(x.name, *iterators)), Constant(0.0))
+    return [Statement(context.statement_name(), iterators, y.shape, out, value, node=node.name, op=node.op)]
+
+
+ADD_V2 = register(
+    OpDefinition(
+        "AddV2", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: AddV2"
+    )
+)
+ADD = register(
+    OpDefinition("Add", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: Add")
+)
+SUB = register(
+    OpDefinition("Sub", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: Sub")
+)
+MUL = register(
+    OpDefinition("Mul", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: Mul")
+)
+BIAS_ADD = register(
+    OpDefinition(
+        "BiasAdd",
+        ELEMENTWISE,
+        infer_bias_add,
+        reference_bias_add,
+        lower_bias_add,
+        source="tensorflow/core/ops/nn_ops.cc: BiasAdd",
+    )
+)
+RELU = register(
+    OpDefinition("Relu", ELEMENTWISE, infer_relu, reference_relu, lower_relu, source="tensorflow/core/ops/nn_ops.cc: Relu")
+)

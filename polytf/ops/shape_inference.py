@@ -1,0 +1,162 @@
+"""Shape inference: give every tensor of a graph a static :class:`TensorType`.
+
+Walks the nodes in (topological) order, asks each op's ``infer`` rule for its output
+types and records the tensors known at compile time (``Const`` values and views of
+them) in ``graph.constants``. Placeholder shapes come from their ``shape`` attr,
+overridden by ``input_shapes``; any dimension still unknown is an error that says how
+to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from polytf.errors import GraphError, ShapeError
+from polytf.graph import Graph, Node, TensorType, split_tensor_name, tensor_name
+from polytf.ops import registry
+from polytf.ops.sources import placeholder_shape
+
+#: dtype of every tensor computed at run time.
+COMPUTE_DTYPE = "float32"
+#: dtypes allowed for compile-time constant tensors read only as non-data inputs (e.g. Reshape's shape).
+CONSTANT_INDEX_DTYPES = ("int32", "int64")
+
+
+def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """A copy of ``graph`` with ``types`` and ``constants`` filled in.
+
+    Args:
+        graph: nodes in topological order.
+        input_shapes: placeholder name -> static shape, overriding the declared shape
+            (e.g. to fix an unknown batch size).
+
+    Raises:
+        UnsupportedOpError: some nodes use ops polytf does not support (all are listed).
+        ShapeError: shapes or dtypes an op does not accept, an input shape that conflicts
+            with its placeholder, or a dimension left unknown.
+        GraphError: an input refers to a tensor no earlier node produces.
+    """
+    nodes = list(graph.nodes.values())
+    registry.check_supported(nodes)
+    overrides = _check_input_shapes(graph, input_shapes or {})
+
+    types: dict[str, TensorType] = {}
+    constants: dict[str, np.ndarray] = dict(graph.constants)
+    for node in nodes:
+        definition = registry.lookup(node.op)
+        input_types = []
+        for tensor in node.inputs:
+            if tensor not in types:
+                raise GraphError(f"node '{node.name}' ({node.op}) reads '{tensor}', which no earlier node produces")
+            input_types.append(types[tensor])
+        input_constants = [constants.get(tensor) for tensor in node.inputs]
+
+        target = node
+        if node.op == "Placeholder" and node.name in overrides:
+            target = Node(node.name, node.op, node.inputs, node.control_inputs, {**node.attrs, "shape": overrides[node.name]})
+        try:
+            outputs = tuple(definition.infer(target, input_types, input_constants))
+        except ShapeError as error:
+            raise error.with_context(f"while inferring shapes of node '{node.name}' ({node.op})") from None
+
+        output_names = [node.output(k) for k in range(len(outputs))]
+        for name, output_type in zip(output_names, outputs):
+            _check_static(node, name, output_type)
+            types[name] = output_type
+
+        if node.op == "Const":
+            constants[node.output(0)] = np.asarray(node.attr("value"))
+        elif definition.category == registry.VIEW and _all_inputs_constant(node, constants):
+            inputs = [constants[t] for t in node.inputs]
+            try:
+                values = definition.reference(node, inputs)
+            except ShapeError as error:
+                raise error.with_context(f"while folding constant node '{node.name}' ({node.op})") from None
+            for name, value in zip(output_names, values):
+                constants[name] = np.asarray(value)
+
+        _check_dtypes(node, definition, input_types, outputs, output_names, constants)
+
+    for tensor in graph.outputs:
+        name = tensor_name(*split_tensor_name(tensor))
+        if name not in types:
+            raise GraphError(f"graph output '{tensor}' is not produced by any node")
+        if types[name].dtype != COMPUTE_DTYPE:
+            raise ShapeError(f"graph output '{tensor}' has dtype {types[name].dtype}; polytf compiles {COMPUTE_DTYPE} only")
+    return graph.with_changes(types=types, constants=constants)
+
+
+def _check_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:
+    """Validate ``input_shapes`` against the placeholders; returns node name -> shape."""
+    placeholders = {n.name: n for n in graph.placeholders}
+    result: dict[str, tuple[int, ...]] = {}
+    for key, shape in input_shapes.items():
+        name, _ = split_tensor_name(key)
+        if name not in placeholders:
+            known = ", ".join(repr(p) for p in placeholders) or "none"
+            raise ShapeError(f"input shape given for '{key}', which is not a placeholder of the graph (placeholders: {known})")
+        try:
+            fixed = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise ShapeError(f"input shape for '{key}' must be a sequence of ints, got {shape!r}") from None
+        if any(d < 0 for d in fixed):
+            raise ShapeError(f"input shape for '{key}' has a negative dimension: {fixed}")
+        declared = placeholder_shape(placeholders[name])
+        if declared is not None:
+            if len(declared) != len(fixed):
+                raise ShapeError(
+                    f"input shape {fixed} for placeholder '{name}' has rank {len(fixed)}, "
+                    f"but the placeholder is declared with rank {len(declared)}: {TensorType(declared)}"
+                )
+            for axis, (want, got) in enumerate(zip(declared, fixed)):
+                if want is not None and want != got:
+                    raise ShapeError(
+                        f"input shape {fixed} for placeholder '{name}' conflicts with its declared shape "
+                        f"{TensorType(declared)} in dimension {axis} ({got} != {want})"
+                    )
+        result[name] = fixed
+    return result
+
+
+def _check_static(node: Node, name: str, output_type: TensorType) -> None:
+    if output_type.is_static:
+        return
+    if node.op == "Placeholder":
+        example = tuple(1 if d is None else d for d in output_type.shape)
+        raise ShapeError(
+            f"placeholder '{node.name}' has unknown dimension(s) {output_type}; fix them with "
+            f"--input {node.name}:{','.join(map(str, example))} (CLI) or input_shapes={{'{node.name}': {example}}} (API)"
+        )
+    raise ShapeError(
+        f"node '{node.name}' ({node.op}) output '{name}' has unknown dimension(s) {output_type}; "
+        "fix the placeholder shapes with --input NAME:D0,D1,... (CLI) or input_shapes={...} (API)"
+    )
+
+
+def _all_inputs_constant(node: Node, constants: Mapping[str, np.ndarray]) -> bool:
+    return bool(node.inputs) and all(t in constants for t in node.inputs)
+
+
+def _check_dtypes(node, definition, input_types, outputs, output_names, constants) -> None:
+    """Only float32 is computed; int32/int64 may appear only in compile-time constants
+    read as non-data inputs (checked at the reader)."""
+    folded = all(name in constants for name in output_names)
+    if not (definition.category in (registry.SOURCE, registry.VIEW, registry.NO_OUTPUT) and folded):
+        for i in definition.data_input_indices(len(node.inputs)):
+            if i < len(input_types) and input_types[i].dtype != COMPUTE_DTYPE:
+                raise ShapeError(
+                    f"node '{node.name}' ({node.op}) reads '{node.inputs[i]}' of dtype {input_types[i].dtype} "
+                    f"as data; polytf compiles {COMPUTE_DTYPE} only"
+                )
+    for name, output_type in zip(output_names, outputs):
+        if output_type.dtype == COMPUTE_DTYPE:
+            continue
+        if output_type.dtype in CONSTANT_INDEX_DTYPES and name in constants:
+            continue
+        what = f"placeholder '{node.name}'" if node.op == "Placeholder" else f"node '{node.name}' ({node.op})"
+        raise ShapeError(
+            f"{what} produces '{name}' of dtype {output_type.dtype}; polytf compiles {COMPUTE_DTYPE} only "
+            f"(int32/int64 only as compile-time constants such as Reshape's shape)"
+        )

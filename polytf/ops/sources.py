@@ -1,0 +1,89 @@
+"""Source ops: ``Placeholder`` (a model input) and ``Const`` (a constant buffer).
+
+Source: TensorFlow op definitions ``Placeholder`` and ``Const``
+(tensorflow/core/ops/array_ops.cc). Neither generates code: a placeholder is a
+kernel argument supplied by the caller, a constant is a buffer known at compile time.
+
+* ``Placeholder``: attr ``dtype`` (numpy dtype name) and ``shape`` (tuple of
+  ``int | None``, ``None`` for an unknown dimension; ``None`` for an unknown rank).
+* ``Const``: attr ``value`` (a numpy array); its output has that array's shape and dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polytf.errors import ShapeError
+from polytf.graph import TensorType
+from polytf.ops.registry import SOURCE, OpDefinition, register
+
+
+def dtype_name(dtype) -> str:
+    """Normalise a dtype given as a name, a numpy dtype or a numpy type to its name."""
+    if isinstance(dtype, bytes):
+        dtype = dtype.decode()
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
+
+
+def placeholder_shape(node) -> tuple[int | None, ...] | None:
+    """The declared shape of a placeholder: a tuple (``None`` = unknown dimension), or
+    ``None`` when the rank is unknown. Negative sizes (GraphDef's ``-1``) mean unknown."""
+    shape = node.attr("shape")
+    if shape is None:
+        return None
+    return tuple(None if d is None or int(d) < 0 else int(d) for d in shape)
+
+
+def infer_placeholder(node, input_types, input_constants):
+    shape = placeholder_shape(node)
+    dtype = dtype_name(node.attr("dtype", "float32"))
+    if shape is None:
+        raise ShapeError(
+            f"placeholder '{node.name}' has unknown rank; fix it with --input {node.name}:D0,D1,... (CLI) "
+            f"or input_shapes={{'{node.name}': (D0, D1, ...)}} (API)"
+        )
+    return (TensorType(shape, dtype),)
+
+
+def reference_placeholder(node, inputs):
+    raise ShapeError(f"placeholder '{node.name}' has no value: it is a model input that the caller supplies")
+
+
+def infer_const(node, input_types, input_constants):
+    value = node.attr("value")
+    if value is None:
+        raise ShapeError(f"Const node '{node.name}' has no 'value' attribute")
+    value = np.asarray(value)
+    return (TensorType(tuple(int(d) for d in value.shape), value.dtype.name),)
+
+
+def reference_const(node, inputs):
+    return (np.asarray(node.attr("value")),)
+
+
+PLACEHOLDER = register(
+    OpDefinition(
+        "Placeholder",
+        SOURCE,
+        infer_placeholder,
+        reference_placeholder,
+        None,
+        data_inputs=(),
+        source="tensorflow/core/ops/array_ops.cc: Placeholder",
+    )
+)
+CONST = register(
+    OpDefinition(
+        "Const",
+        SOURCE,
+        infer_const,
+        reference_const,
+        None,
+        data_inputs=(),
+        source="tensorflow/core/ops/array_ops.cc: Const",
+        dtypes=("float32", "int32", "int64"),
+    )
+)

@@ -1,0 +1,164 @@
+"""View ops: ``Identity``, ``Reshape``, ``Squeeze`` (no code: the output aliases data
+input 0, row-major) and ``NoOp`` (nothing at all).
+
+Sources: TensorFlow op definitions ``Identity``, ``Reshape``, ``Squeeze``
+(tensorflow/core/ops/array_ops.cc) and ``NoOp`` (tensorflow/core/ops/no_op.cc).
+
+* ``Reshape(tensor, shape)``: ``shape`` must be a compile-time constant 1-D int
+  tensor; at most one entry may be ``-1`` (inferred from the element count).
+* ``Squeeze(input)``: attr ``squeeze_dims`` (TF's GraphDef name; ``axis`` accepted
+  too) lists the size-1 dimensions to remove, negative values counting from the end;
+  an empty list removes every size-1 dimension.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polytf.errors import ShapeError
+from polytf.graph import TensorType
+from polytf.ops.registry import NO_OUTPUT, VIEW, OpDefinition, register
+
+# --- Identity ------------------------------------------------------------------------
+
+
+def infer_identity(node, input_types, input_constants):
+    return (input_types[0],)
+
+
+def reference_identity(node, inputs):
+    return (np.asarray(inputs[0]),)
+
+
+# --- Reshape -------------------------------------------------------------------------
+
+
+def _target_shape(node, input_type: TensorType, shape_value) -> tuple[int | None, ...]:
+    if shape_value is None:
+        raise ShapeError(
+            f"Reshape's shape input ('{node.inputs[1] if len(node.inputs) > 1 else '?'}') must be a compile-time "
+            "constant; polytf does not support data-dependent shapes"
+        )
+    shape_value = np.asarray(shape_value)
+    if shape_value.ndim > 1:
+        raise ShapeError(f"Reshape's shape input must be a 1-D int tensor, got shape {shape_value.shape}")
+    if shape_value.dtype.kind not in "iu":
+        raise ShapeError(f"Reshape's shape input must be int32 or int64, got {shape_value.dtype.name}")
+    target = [int(d) for d in shape_value.reshape(-1)]
+    unknown = [i for i, d in enumerate(target) if d == -1]
+    if len(unknown) > 1:
+        raise ShapeError(f"Reshape's shape {target} has more than one -1")
+    if any(d < -1 for d in target):
+        raise ShapeError(f"Reshape's shape {target} has a negative size")
+    if not input_type.is_static:
+        if unknown:
+            return tuple(None if d == -1 else d for d in target)
+        return tuple(target)
+    count = input_type.element_count
+    known = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    if unknown:
+        if known == 0 or count % known != 0:
+            raise ShapeError(f"cannot reshape {input_type} ({count} elements) to {target}")
+        target[unknown[0]] = count // known
+    elif known != count:
+        raise ShapeError(f"cannot reshape {input_type} ({count} elements) to {target} ({known} elements)")
+    return tuple(target)
+
+
+def infer_reshape(node, input_types, input_constants):
+    if len(input_types) != 2:
+        raise ShapeError(f"Reshape takes 2 inputs (tensor, shape), got {len(input_types)}")
+    shape = _target_shape(node, input_types[0], input_constants[1])
+    return (TensorType(shape, input_types[0].dtype),)
+
+
+def reference_reshape(node, inputs):
+    x, shape = inputs
+    return (np.reshape(np.asarray(x), tuple(int(d) for d in np.asarray(shape).reshape(-1))),)
+
+
+# --- Squeeze -------------------------------------------------------------------------
+
+
+def _squeeze_dims(node) -> tuple[int, ...]:
+    dims = node.attr("squeeze_dims")
+    if dims is None:
+        dims = node.attr("axis", ())
+    return tuple(int(d) for d in dims)
+
+
+def _squeezed_axes(node, input_type: TensorType) -> tuple[int, ...]:
+    rank = input_type.rank
+    dims = _squeeze_dims(node)
+    if not dims:
+        return tuple(i for i, d in enumerate(input_type.shape) if d == 1)
+    axes = []
+    for d in dims:
+        if not -rank <= d < rank:
+            raise ShapeError(f"Squeeze dimension {d} is out of range for {input_type} (rank {rank})")
+        axis = d % rank
+        if input_type.shape[axis] not in (1, None):
+            raise ShapeError(f"Squeeze cannot remove dimension {d} of {input_type}: its size is {input_type.shape[axis]}, not 1")
+        axes.append(axis)
+    return tuple(sorted(set(axes)))
+
+
+def infer_squeeze(node, input_types, input_constants):
+    (x,) = input_types
+    axes = _squeezed_axes(node, x)
+    return (TensorType(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype),)
+
+
+def reference_squeeze(node, inputs):
+    x = np.asarray(inputs[0])
+    axes = _squeezed_axes(node, TensorType(tuple(x.shape), x.dtype.name))
+    return (np.squeeze(x, axis=axes) if axes else x.copy(),)
+
+
+# --- NoOp ----------------------------------------------------------------------------
+
+
+def infer_noop(node, input_types, input_constants):
+    return ()
+
+
+def reference_noop(node, inputs):
+    return ()
+
+
+IDENTITY = register(
+    OpDefinition(
+        "Identity",
+        VIEW,
+        infer_identity,
+        reference_identity,
+        None,
+        data_inputs=(0,),
+        source="tensorflow/core/ops/array_ops.cc: Identity",
+    )
+)
+RESHAPE = register(
+    OpDefinition(
+        "Reshape",
+        VIEW,
+        infer_reshape,
+        reference_reshape,
+        None,
+        data_inputs=(0,),
+        source="tensorflow/core/ops/array_ops.cc: Reshape",
+    )
+)
+SQUEEZE = register(
+    OpDefinition(
+        "Squeeze",
+        VIEW,
+        infer_squeeze,
+        reference_squeeze,
+        None,
+        data_inputs=(0,),
+        source="tensorflow/core/ops/array_ops.cc: Squeeze",
+    )
+)
+NOOP = register(
+    OpDefinition("NoOp", NO_OUTPUT, infer_noop, reference_noop, None, data_inputs=(), source="tensorflow/core/ops/no_op.cc: NoOp")
+)

@@ -1,0 +1,50 @@
+"""A slow, obviously correct executor of a Scop in program order (tests only).
+
+It enumerates each statement's iteration domain with isl in lexicographic order
+and evaluates the body with numpy float32 scalars. Lowerings are checked against
+their op's numpy reference with it, independently of any code generator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polytf.poly.expression import evaluate
+from polytf.poly.scop import Scop
+
+
+def domain_points(statement) -> list[tuple[int, ...]]:
+    """Integer points of a statement's domain, lexicographically sorted."""
+    points: list[tuple[int, ...]] = []
+
+    def visit(point) -> None:
+        space = point.get_space()
+        points.append(tuple(point.get_coordinate_val(isl_dim_set(), i).to_python() for i in range(space.dim(isl_dim_set()))))
+
+    statement.domain().foreach_point(visit)
+    return sorted(points)
+
+
+def isl_dim_set():
+    import islpy as isl
+
+    return isl.dim_type.set
+
+
+def interpret(scop: Scop, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run ``scop`` on ``arrays`` (by Scop array name); returns all arrays after the run.
+
+    Arrays missing from ``arrays`` (outputs, temporaries) start as NaN, so a statement
+    that reads an element nobody wrote shows up as NaN in the result.
+    """
+    state = {a.name: np.array(arrays[a.name], dtype=a.dtype, copy=True) if a.name in arrays else np.full(a.shape, np.nan, a.dtype) for a in scop.arrays}
+    for statement in scop.statements:
+        for point in domain_points(statement):
+            env = dict(zip(statement.iterators, point))
+
+            def load(access, env=env):
+                return state[access.array][tuple(i.evaluate(env) for i in access.index)]
+
+            value = evaluate(statement.value, load)
+            state[statement.write.array][tuple(i.evaluate(env) for i in statement.write.index)] = value
+    return state

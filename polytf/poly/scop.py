@@ -1,0 +1,127 @@
+"""Scop: the static control part of one fusion group, ready for scheduling.
+
+A Scop is the list of statements of a fusion group in program order plus the
+arrays they touch. It is what a kernel is compiled from and what a tuning record
+is keyed by (:meth:`Scop.fingerprint`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+
+import islpy as isl
+
+from polytf.poly.statement import Statement
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """One array of a Scop (row-major, contiguous).
+
+    Attributes:
+        name: isl identifier used in access relations (e.g. ``"A3"``).
+        shape: static dimension sizes.
+        dtype: numpy dtype name.
+        role: ``"input"`` (read only), ``"output"`` (written, needed after the kernel) or
+            ``"temporary"`` (written and read only inside the kernel).
+        tensor: the TensorFlow tensor it holds (``"node:port"``), for messages.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str
+    tensor: str = ""
+
+
+@dataclass(frozen=True)
+class Scop:
+    """Statements in program order and the arrays they access.
+
+    Attributes:
+        name: kernel name (a valid C identifier).
+        statements: in the order the source program runs them.
+        arrays: every array, in kernel-argument order.
+        ops: ``(node name, op type)`` of the TensorFlow nodes fused into it.
+    """
+
+    name: str
+    statements: tuple[Statement, ...]
+    arrays: tuple[ArrayInfo, ...]
+    ops: tuple[tuple[str, str], ...] = ()
+
+    def array(self, name: str) -> ArrayInfo:
+        for info in self.arrays:
+            if info.name == name:
+                return info
+        raise KeyError(name)
+
+    def statement(self, name: str) -> Statement:
+        for statement in self.statements:
+            if statement.name == name:
+                return statement
+        raise KeyError(name)
+
+    @cached_property
+    def domain(self) -> isl.UnionSet:
+        """Union of all iteration domains."""
+        result = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+        for statement in self.statements:
+            result = result.union(isl.UnionSet.from_set(statement.domain()))
+        return result
+
+    def writes(self) -> isl.UnionMap:
+        """Write access relations of all statements."""
+        return _union(s.access_map(s.write) for s in self.statements)
+
+    def reads(self) -> isl.UnionMap:
+        """Read access relations of all statements."""
+        return _union(s.access_map(a) for s in self.statements for a in s.reads)
+
+    def original_schedule(self) -> isl.UnionMap:
+        """Program order: ``S_n[x] -> [n, x, 0...]`` (statement order, then lexicographic)."""
+        depth = max(len(s.iterators) for s in self.statements)
+        parts = []
+        for position, s in enumerate(self.statements):
+            padded = list(s.iterators) + ["0"] * (depth - len(s.iterators))
+            parts.append(f"{s.name}[{', '.join(s.iterators)}] -> [{position}, {', '.join(padded)}]")
+        return isl.UnionMap("{ " + "; ".join(parts) + " }").intersect_domain(self.domain)
+
+    def canonical_text(self) -> str:
+        """Text that identifies the computation regardless of tensor names."""
+        lines = [f"{a.name}:{a.dtype}{list(a.shape)}:{a.role}" for a in self.arrays]
+        for s in self.statements:
+            lines.append(f"{s.domain_text} :: {s.write} = {s.value}")
+        return "\n".join(lines)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of :meth:`canonical_text` (hex, 16 characters)."""
+        return hashlib.sha256(self.canonical_text().encode()).hexdigest()[:16]
+
+    def flop_count(self) -> int:
+        """Arithmetic operations executed (one per binary/unary operator per point)."""
+        from polytf.poly.expression import Binary, Unary
+
+        def count(expr) -> int:
+            if isinstance(expr, Binary):
+                return 1 + count(expr.lhs) + count(expr.rhs)
+            if isinstance(expr, Unary):
+                return 1 + count(expr.operand)
+            return 0
+
+        total = 0
+        for s in self.statements:
+            total += count(s.value) * int(s.domain().count_val().to_python())
+        return total
+
+    def __str__(self) -> str:
+        return "\n".join([f"kernel {self.name}"] + [f"  {s}" for s in self.statements])
+
+
+def _union(maps) -> isl.UnionMap:
+    result = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    for m in maps:
+        result = result.union(isl.UnionMap.from_map(m))
+    return result

@@ -1,0 +1,145 @@
+"""CompiledModel: a whole graph as a sequence of native kernel calls over
+preallocated buffers.
+
+Calling the model copies the inputs into their buffers, calls each kernel once
+through ctypes (which releases the GIL) and returns copies of the outputs. There is
+no per-element Python on this path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from polytf.errors import GraphError, ShapeError
+from polytf.graph import Graph, split_tensor_name
+from polytf.graph.passes.fusion import resolve_view
+from polytf.ops.lowering import LoweredKernel
+from polytf.runtime.buffers import aligned_copy, aligned_empty, pointer_table
+from polytf.targets.target import CompiledKernel
+
+
+def output_key(tensor: str) -> str:
+    """Name under which an output tensor is returned: the node name, plus ``:port`` if not 0."""
+    node, port = split_tensor_name(tensor)
+    return node if port == 0 else f"{node}:{port}"
+
+
+@dataclass
+class KernelCall:
+    kernel: CompiledKernel
+    lowered: LoweredKernel
+    arrays: list[np.ndarray]
+    table: object
+
+
+class CompiledModel:
+    """A callable model: ``model(**{placeholder_name: array}) -> {output_name: array}``.
+
+    Args:
+        graph: the typed graph the kernels were compiled from.
+        kernels: lowered kernels and their compiled code, in execution order.
+        threads: threads each parallel kernel uses.
+
+    Attributes:
+        input_types: placeholder name -> TensorType.
+        output_names: keys of the returned dictionary, in the graph's output order.
+        recipes: kernel name -> the ScheduleRecipe it runs with.
+    """
+
+    def __init__(self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CompiledKernel]], threads: int, source: str = "") -> None:
+        self.graph = graph
+        self.threads = int(threads)
+        self.source = source or graph.source
+        self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
+        self.output_names = tuple(output_key(t) for t in graph.outputs)
+        self._buffers: dict[str, np.ndarray] = {}
+        for placeholder in graph.placeholders:
+            tensor_type = graph.types[placeholder.output(0)]
+            self._buffers[placeholder.output(0)] = aligned_empty(tuple(tensor_type.shape), tensor_type.dtype)
+        self._calls: list[KernelCall] = []
+        for lowered, kernel in kernels:
+            arrays = [self._buffer_for(lowered, info) for info in lowered.scop.arrays]
+            self._calls.append(KernelCall(kernel, lowered, arrays, pointer_table(arrays)))
+        self._outputs = [(output_key(t), self._storage(t), tuple(graph.types[t].shape)) for t in graph.outputs]
+        self.recipes = {call.lowered.scop.name: call.kernel.recipe for call in self._calls}
+
+    def _storage(self, tensor: str) -> np.ndarray:
+        storage = resolve_view(self.graph, tensor)
+        if storage not in self._buffers:
+            if storage in self.graph.constants:
+                tensor_type = self.graph.types[storage]
+                self._buffers[storage] = aligned_copy(np.asarray(self.graph.constants[storage]), tensor_type.dtype)
+            else:
+                tensor_type = self.graph.types[storage]
+                self._buffers[storage] = aligned_empty(tuple(tensor_type.shape), tensor_type.dtype)
+        return self._buffers[storage]
+
+    def _buffer_for(self, lowered: LoweredKernel, info) -> np.ndarray:
+        tensor = lowered.array_tensors.get(info.name)
+        if tensor is None or info.role == "temporary":
+            return aligned_empty(info.shape, info.dtype)
+        return self._storage(tensor)
+
+    @property
+    def kernels(self) -> tuple[CompiledKernel, ...]:
+        return tuple(call.kernel for call in self._calls)
+
+    def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        """Run the model.
+
+        Args:
+            inputs: one array per placeholder, by placeholder name, with exactly the
+                compiled shape (values are converted to the placeholder's dtype).
+
+        Returns:
+            output name -> array (a fresh copy).
+
+        Raises:
+            GraphError: a placeholder is missing or an unknown name is given.
+            ShapeError: an input has the wrong shape.
+        """
+        self._bind_inputs(inputs)
+        for call in self._calls:
+            call.kernel.function(call.table, self.threads)
+        return {name: buffer.reshape(shape).copy() for name, buffer, shape in self._outputs}
+
+    def _bind_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
+        unknown = sorted(set(inputs) - set(self.input_types))
+        missing = sorted(set(self.input_types) - set(inputs))
+        if unknown or missing:
+            raise GraphError(
+                f"model {self.source} takes inputs {sorted(self.input_types)}; "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"unknown {unknown}" if unknown else "")
+            )
+        for name, value in inputs.items():
+            expected = self.input_types[name]
+            value = np.asarray(value)
+            if tuple(value.shape) != tuple(expected.shape):
+                raise ShapeError(
+                    f"input '{name}' has shape {tuple(value.shape)}, the model was compiled for {expected}; "
+                    f"compile for this shape with input_shapes={{'{name}': {tuple(value.shape)}}} (API) or --input {name}:{','.join(map(str, value.shape))} (CLI)"
+                )
+            self._buffers[f"{name}:0"][...] = value
+
+    def run_kernels(self) -> None:
+        """Run every kernel on the current buffer contents (for timing)."""
+        for call in self._calls:
+            call.kernel.function(call.table, self.threads)
+
+    def latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 20, warmup: int = 3) -> list[float]:
+        """Per-call latencies in seconds (inputs bound once; kernels only)."""
+        self._bind_inputs(inputs)
+        for _ in range(warmup):
+            self.run_kernels()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            self.run_kernels()
+            samples.append(time.perf_counter() - start)
+        return samples

@@ -1,0 +1,136 @@
+"""CpuTarget: JIT-compiles kernels for the host CPU with llvmlite (LLVM MCJIT).
+
+The target machine is created for the host by name and features
+(``get_host_cpu_name()``, ``get_host_cpu_features()``), so AVX-512 is used where
+the CPU has it. Parallel kernels call libgomp (``GOMP_parallel``), loaded into the
+process once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+from functools import lru_cache
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from polytf.config import CodegenConfig
+from polytf.errors import CompileError
+from polytf.poly.scop import Scop
+from polytf.schedules.builder import build_ast, build_schedule
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.llvm_codegen import KernelModuleBuilder
+from polytf.targets.target import CompiledKernel, Target
+
+_LOCK = threading.Lock()
+KERNEL_FUNCTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)
+
+
+@lru_cache(maxsize=1)
+def _initialise() -> bool:
+    """Initialise LLVM's native target and load libgomp; returns whether OpenMP is available."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    for candidate in (ctypes.util.find_library("gomp"), "libgomp.so.1"):
+        if not candidate:
+            continue
+        try:
+            llvm.load_library_permanently(candidate)
+            return True
+        except RuntimeError:
+            continue
+    return False
+
+
+def openmp_available() -> bool:
+    """True when libgomp could be loaded, so parallel kernels can run."""
+    return _initialise()
+
+
+class CpuTarget(Target):
+    """The host CPU.
+
+    Args:
+        config: LLVM settings (optimisation level, fast math).
+        cpu_name: LLVM CPU name; default the host's (e.g. ``"znver5"``).
+        features: LLVM feature string; default the host's.
+    """
+
+    name = "cpu"
+
+    def __init__(self, config: CodegenConfig | None = None, cpu_name: str | None = None, features: str | None = None) -> None:
+        _initialise()
+        self.config = config or CodegenConfig()
+        self.cpu_name = cpu_name or llvm.get_host_cpu_name()
+        self.features = features if features is not None else llvm.get_host_cpu_features().flatten()
+        self.triple = llvm.get_process_triple()
+        self.target_machine = self._create_target_machine()
+
+    def _create_target_machine(self) -> llvm.TargetMachine:
+        # An MCJIT engine takes ownership of its target machine: each engine gets its own.
+        target = llvm.Target.from_triple(self.triple)
+        return target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=self.config.optimization_level, codemodel="jitdefault")
+
+    def fingerprint(self) -> dict:
+        return {
+            "target": self.name,
+            "triple": self.triple,
+            "cpu": self.cpu_name,
+            "features": self.features,
+            "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)),
+            "openmp": openmp_available(),
+        }
+
+    def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe) -> str:
+        """Unoptimised LLVM IR of the kernel (raises ScheduleError / CodegenError)."""
+        schedule = build_schedule(scop, recipe)
+        builder = KernelModuleBuilder(
+            scop, build_ast(schedule), vector_width=recipe.vector_width, unroll=recipe.unroll, parallel=recipe.parallel and openmp_available(), fast_math=self.config.fast_math
+        )
+        module = builder.build()
+        module.triple = self.triple
+        module.data_layout = str(self.target_machine.target_data)
+        return str(module)
+
+    def optimise(self, ir_text: str, kernel: str) -> llvm.ModuleRef:
+        """Parse, verify and optimise LLVM IR text at the configured level.
+
+        Raises:
+            CompileError: LLVM rejected the module (a polytf bug: please report it).
+        """
+        try:
+            module = llvm.parse_assembly(ir_text)
+            module.verify()
+        except RuntimeError as error:
+            raise CompileError(f"LLVM rejected the IR of kernel {kernel}: {error}") from None
+        options = llvm.create_pipeline_tuning_options(speed_level=self.config.optimization_level)
+        options.loop_vectorization = True
+        options.slp_vectorization = True
+        options.loop_unrolling = True
+        options.loop_interleaving = True
+        pass_builder = llvm.create_pass_builder(self.target_machine, options)
+        pass_builder.getModulePassManager().run(module, pass_builder)
+        return module
+
+    def compile(self, scop: Scop, recipe: ScheduleRecipe) -> CompiledKernel:
+        ir_text = self.emit_llvm_ir(scop, recipe)
+        with _LOCK:
+            module = self.optimise(ir_text, scop.name)
+            try:
+                engine = llvm.create_mcjit_compiler(module, self._create_target_machine())
+                engine.finalize_object()
+                address = engine.get_function_address(scop.name)
+            except RuntimeError as error:
+                raise CompileError(f"LLVM could not compile kernel {scop.name}: {error}") from None
+        if not address:
+            raise CompileError(f"LLVM produced no entry point for kernel {scop.name}")
+        function = KERNEL_FUNCTION_TYPE(address)
+        return CompiledKernel(scop, recipe, function, llvm_ir=str(module), owner=engine)
+
+    def assembly(self, scop: Scop, recipe: ScheduleRecipe) -> str:
+        """Host assembly of the optimised kernel (for ``polytf show``)."""
+        module = self.optimise(self.emit_llvm_ir(scop, recipe), scop.name)
+        return self.target_machine.emit_assembly(module)

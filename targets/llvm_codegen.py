@@ -1,0 +1,349 @@
+"""Translates an isl loop AST of a Scop into an LLVM IR module with llvmlite.
+
+The module exports one entry point per kernel::
+
+    void <kernel>(i8** arrays, i64 threads)
+
+``arrays[i]`` points to the Scop's i-th array (row-major float32). The loop nest
+lives in ``<kernel>_body(float* noalias ..., i64 thread, i64 threads)``. When the
+recipe asks for it and ``threads > 1``, the entry runs the body on ``threads``
+OpenMP threads through libgomp's ``GOMP_parallel``; each thread takes the
+iterations ``init + (thread + j * threads) * step`` of the outermost loop (a cyclic
+distribution, legal because that loop carries no dependence).
+
+Innermost loops carry ``llvm.loop`` metadata for the vector width and unroll count
+of the recipe (LLVM LangRef, "'llvm.loop' metadata").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import islpy as isl
+import llvmlite.ir as ir
+
+from polytf.errors import CodegenError
+from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, Load, Unary
+from polytf.poly.scop import Scop
+
+I1 = ir.IntType(1)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+I8_POINTER = ir.IntType(8).as_pointer()
+F32 = ir.FloatType()
+F32_POINTER = F32.as_pointer()
+
+_COMPARISONS = {
+    isl.ast_expr_op_type.eq: "==",
+    isl.ast_expr_op_type.le: "<=",
+    isl.ast_expr_op_type.lt: "<",
+    isl.ast_expr_op_type.ge: ">=",
+    isl.ast_expr_op_type.gt: ">",
+}
+
+_INTRINSICS = {"exp": "llvm.exp.f32", "log": "llvm.log.f32", "sqrt": "llvm.sqrt.f32", "abs": "llvm.fabs.f32", "max": "llvm.maxnum.f32", "min": "llvm.minnum.f32"}
+
+
+def _contains_loop(node: isl.AstNode) -> bool:
+    kind = node.get_type()
+    if kind == isl.ast_node_type.for_:
+        return True
+    if kind == isl.ast_node_type.block:
+        children = node.block_get_children()
+        return any(_contains_loop(children.get_at(i)) for i in range(children.n_ast_node()))
+    if kind == isl.ast_node_type.if_:
+        return _contains_loop(node.if_get_then_node()) or (node.if_has_else_node() and _contains_loop(node.if_get_else_node()))
+    if kind == isl.ast_node_type.mark:
+        return _contains_loop(node.mark_get_node())
+    return False
+
+
+class KernelModuleBuilder:
+    """Builds the LLVM module of one kernel.
+
+    Args:
+        scop: the statements and arrays.
+        ast: isl AST of the scheduled Scop.
+        vector_width: 0 = LLVM decides, 1 = no vectorisation, n = width hint on innermost loops.
+        unroll: 0 = LLVM decides, 1 = no unrolling, n = unroll count on innermost loops.
+        parallel: distribute the outermost loop over threads (requires the AST root to be a loop).
+        fast_math: reassociation/contraction flags on float arithmetic.
+    """
+
+    def __init__(self, scop: Scop, ast: isl.AstNode, *, vector_width: int = 0, unroll: int = 0, parallel: bool = False, fast_math: bool = True) -> None:
+        for array in scop.arrays:
+            if array.dtype != "float32":
+                raise CodegenError(f"kernel {scop.name}: array {array.name} ({array.tensor}) has dtype {array.dtype}; only float32 is generated")
+        self.scop = scop
+        self.ast = ast
+        self.vector_width = vector_width
+        self.unroll = unroll
+        self.parallel = parallel and ast.get_type() == isl.ast_node_type.for_
+        self.flags = ("fast",) if fast_math else ()
+        self.module = ir.Module(name=scop.name)
+        self.statements = {s.name: s for s in scop.statements}
+        self.strides = {a.name: _row_major_strides(a.shape) for a in scop.arrays}
+        self.builder: ir.IRBuilder | None = None
+        self.pointers: dict[str, ir.Value] = {}
+        self.thread: ir.Value | None = None
+        self.threads: ir.Value | None = None
+
+    @property
+    def entry_name(self) -> str:
+        return self.scop.name
+
+    def build(self) -> ir.Module:
+        """Emit the module; raises :class:`CodegenError` for AST constructs it cannot translate."""
+        body = self._emit_body()
+        self._emit_entry(body)
+        return self.module
+
+    # -- functions -------------------------------------------------------------------------
+    def _emit_body(self) -> ir.Function:
+        argument_types = [F32_POINTER] * len(self.scop.arrays) + [I64, I64]
+        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), argument_types), name=f"{self.scop.name}_body")
+        function.linkage = "internal"
+        for argument, array in zip(function.args, self.scop.arrays):
+            argument.name = array.name
+            argument.add_attribute("noalias")
+            self.pointers[array.name] = argument
+        self.thread, self.threads = function.args[-2], function.args[-1]
+        self.thread.name, self.threads.name = "thread", "threads"
+        self.builder = ir.IRBuilder(function.append_basic_block("entry"))
+        self._emit_node(self.ast, {}, outermost=True)
+        self.builder.ret_void()
+        return function
+
+    def _emit_entry(self, body: ir.Function) -> None:
+        entry = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64]), name=self.entry_name)
+        arrays, threads = entry.args
+        arrays.name, threads.name = "arrays", "threads"
+        builder = ir.IRBuilder(entry.append_basic_block("entry"))
+
+        def unpack(b: ir.IRBuilder, table: ir.Value) -> list[ir.Value]:
+            return [b.bitcast(b.load(b.gep(table, [ir.Constant(I64, i)])), F32_POINTER) for i in range(len(self.scop.arrays))]
+
+        if not self.parallel:
+            builder.call(body, unpack(builder, arrays) + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
+            builder.ret_void()
+            return
+        worker = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER]), name=f"{self.scop.name}_worker")
+        worker.linkage = "internal"
+        wb = ir.IRBuilder(worker.append_basic_block("entry"))
+        get_thread = ir.Function(self.module, ir.FunctionType(I32, []), name="omp_get_thread_num")
+        get_threads = ir.Function(self.module, ir.FunctionType(I32, []), name="omp_get_num_threads")
+        table = wb.bitcast(worker.args[0], I8_POINTER.as_pointer())
+        thread = wb.sext(wb.call(get_thread, []), I64)
+        count = wb.sext(wb.call(get_threads, []), I64)
+        wb.call(body, unpack(wb, table) + [thread, count])
+        wb.ret_void()
+        gomp_parallel = ir.Function(
+            self.module, ir.FunctionType(ir.VoidType(), [ir.FunctionType(ir.VoidType(), [I8_POINTER]).as_pointer(), I8_POINTER, I32, I32]), name="GOMP_parallel"
+        )
+        single = builder.icmp_signed("<=", threads, ir.Constant(I64, 1))
+        with builder.if_else(single) as (then, otherwise):
+            with then:
+                builder.call(body, unpack(builder, arrays) + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
+            with otherwise:
+                builder.call(gomp_parallel, [worker, builder.bitcast(arrays, I8_POINTER), builder.trunc(threads, I32), ir.Constant(I32, 0)])
+        builder.ret_void()
+
+    # -- AST nodes -------------------------------------------------------------------------
+    def _emit_node(self, node: isl.AstNode, env: dict[str, ir.Value], outermost: bool = False) -> None:
+        kind = node.get_type()
+        if kind == isl.ast_node_type.for_:
+            self._emit_for(node, env, distribute=outermost and self.parallel)
+        elif kind == isl.ast_node_type.block:
+            children = node.block_get_children()
+            for i in range(children.n_ast_node()):
+                self._emit_node(children.get_at(i), env)
+        elif kind == isl.ast_node_type.if_:
+            condition = self._expression(node.if_get_cond(), env)
+            if node.if_has_else_node():
+                with self.builder.if_else(condition) as (then, otherwise):
+                    with then:
+                        self._emit_node(node.if_get_then_node(), env)
+                    with otherwise:
+                        self._emit_node(node.if_get_else_node(), env)
+            else:
+                with self.builder.if_then(condition):
+                    self._emit_node(node.if_get_then_node(), env)
+        elif kind == isl.ast_node_type.user:
+            self._emit_statement(node.user_get_expr(), env)
+        elif kind == isl.ast_node_type.mark:
+            self._emit_node(node.mark_get_node(), env, outermost)
+        else:
+            raise CodegenError(f"kernel {self.scop.name}: unsupported AST node type {kind}")
+
+    def _emit_for(self, node: isl.AstNode, env: dict[str, ir.Value], distribute: bool) -> None:
+        b = self.builder
+        iterator = node.for_get_iterator().get_id().get_name()
+        start = self._expression(node.for_get_init(), env)
+        step = self._expression(node.for_get_inc(), env)
+        if distribute:
+            start = b.add(start, b.mul(self.thread, step), flags=["nsw"])
+            step = b.mul(step, self.threads, flags=["nsw"])
+        preheader = b.block
+        function = preheader.function
+        header = function.append_basic_block(f"{iterator}.header")
+        body = function.append_basic_block(f"{iterator}.body")
+        latch = function.append_basic_block(f"{iterator}.latch")
+        exit_block = function.append_basic_block(f"{iterator}.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        induction = b.phi(I64, name=iterator)
+        induction.add_incoming(start, preheader)
+        inner = dict(env)
+        inner[iterator] = induction
+        b.cbranch(self._expression(node.for_get_cond(), inner), body, exit_block)
+        b.position_at_end(body)
+        self._emit_node(node.for_get_body(), inner)
+        b.branch(latch)
+        b.position_at_end(latch)
+        following = b.add(induction, step, name=f"{iterator}.next", flags=["nsw"])
+        back_edge = b.branch(header)
+        induction.add_incoming(following, latch)
+        if not _contains_loop(node.for_get_body()):
+            metadata = self._loop_metadata()
+            if metadata is not None:
+                back_edge.set_metadata("llvm.loop", metadata)
+        b.position_at_end(exit_block)
+
+    def _loop_metadata(self):
+        hints = []
+        m = self.module
+        if self.vector_width == 1:
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, 1)]))
+        elif self.vector_width > 1:
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"), ir.Constant(I1, 1)]))
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, self.vector_width)]))
+        if self.unroll == 1:
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]))
+        elif self.unroll > 1:
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.count"), ir.Constant(I32, self.unroll)]))
+        if not hints:
+            return None
+        from llvmlite.ir.values import MDValue
+
+        loop_id = MDValue(m, [], name=str(len(m.metadata)))
+        loop_id.operands = (loop_id, *hints)
+        return loop_id
+
+    # -- statements ------------------------------------------------------------------------
+    def _emit_statement(self, call: isl.AstExpr, env: Mapping[str, ir.Value]) -> None:
+        name = call.op_get_arg(0).id_get_id().get_name()
+        statement = self.statements.get(name)
+        if statement is None:
+            raise CodegenError(f"kernel {self.scop.name}: AST calls unknown statement {name}")
+        values = [self._expression(call.op_get_arg(i + 1), env) for i in range(call.op_get_n_arg() - 1)]
+        if len(values) != len(statement.iterators):
+            raise CodegenError(f"kernel {self.scop.name}: statement {name} called with {len(values)} of {len(statement.iterators)} iterators")
+        point = dict(zip(statement.iterators, values))
+        value = self._value(statement.value, point)
+        self.builder.store(value, self._address(statement.write.array, statement.write.index, point), align=4)
+
+    def _address(self, array: str, index: tuple[AffineExpr, ...], point: Mapping[str, ir.Value]) -> ir.Value:
+        b = self.builder
+        strides = self.strides[array]
+        terms: dict[str, int] = {}
+        constant = 0
+        for expression, stride in zip(index, strides):
+            constant += expression.constant * stride
+            for iterator, coefficient in expression.terms:
+                terms[iterator] = terms.get(iterator, 0) + coefficient * stride
+        offset = ir.Constant(I64, constant)
+        for iterator, coefficient in sorted(terms.items()):
+            if coefficient:
+                scaled = point[iterator] if coefficient == 1 else b.mul(point[iterator], ir.Constant(I64, coefficient), flags=["nsw"])
+                offset = b.add(offset, scaled, flags=["nsw"])
+        return b.gep(self.pointers[array], [offset], inbounds=True)
+
+    def _value(self, expression: Expr, point: Mapping[str, ir.Value]) -> ir.Value:
+        b = self.builder
+        if isinstance(expression, Load):
+            return b.load(self._address(expression.access.array, expression.access.index, point), align=4)
+        if isinstance(expression, Constant):
+            return ir.Constant(F32, float(expression.value))
+        if isinstance(expression, Unary):
+            operand = self._value(expression.operand, point)
+            if expression.op == "neg":
+                return b.fneg(operand, flags=self.flags)
+            if expression.op == "tanh":
+                return b.call(self._declare("tanhf", F32, [F32]), [operand])
+            return b.call(self._intrinsic(_INTRINSICS[expression.op], 1), [operand], fastmath=self.flags)
+        if isinstance(expression, Binary):
+            lhs, rhs = self._value(expression.lhs, point), self._value(expression.rhs, point)
+            if expression.op in ("max", "min"):
+                return b.call(self._intrinsic(_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=self.flags)
+            emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]
+            return emit(lhs, rhs, flags=self.flags)
+        raise CodegenError(f"kernel {self.scop.name}: cannot generate code for expression {expression!r}")
+
+    def _declare(self, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(result, arguments), name=name)
+
+    def _intrinsic(self, name: str, arity: int) -> ir.Function:
+        return self._declare(name, F32, [F32] * arity)
+
+    # -- isl AST expressions (i64 / i1) ------------------------------------------------------
+    def _expression(self, expression: isl.AstExpr, env: Mapping[str, ir.Value]) -> ir.Value:
+        b = self.builder
+        kind = expression.get_type()
+        if kind == isl.ast_expr_type.int:
+            return ir.Constant(I64, expression.int_get_val().to_python())
+        if kind == isl.ast_expr_type.id:
+            name = expression.id_get_id().get_name()
+            if name not in env:
+                raise CodegenError(f"kernel {self.scop.name}: AST uses unknown identifier {name}")
+            return env[name]
+        if kind != isl.ast_expr_type.op:
+            raise CodegenError(f"kernel {self.scop.name}: unsupported AST expression {expression.to_C_str()}")
+        op = expression.op_get_type()
+        arguments = [expression.op_get_arg(i) for i in range(expression.op_get_n_arg())]
+        T = isl.ast_expr_op_type
+        if op in (T.and_, T.and_then, T.or_, T.or_else):
+            lhs, rhs = (self._expression(a, env) for a in arguments)
+            return b.and_(lhs, rhs) if op in (T.and_, T.and_then) else b.or_(lhs, rhs)
+        if op in (T.cond, T.select):
+            condition, then, otherwise = (self._expression(a, env) for a in arguments)
+            return b.select(condition, then, otherwise)
+        values = [self._expression(a, env) for a in arguments]
+        if op in _COMPARISONS:
+            return b.icmp_signed(_COMPARISONS[op], values[0], values[1])
+        if op == T.minus:
+            return b.neg(values[0])
+        if op == T.add:
+            return b.add(values[0], values[1], flags=["nsw"])
+        if op == T.sub:
+            return b.sub(values[0], values[1], flags=["nsw"])
+        if op == T.mul:
+            return b.mul(values[0], values[1], flags=["nsw"])
+        if op in (T.max, T.min):
+            result = values[0]
+            for value in values[1:]:
+                pick = b.icmp_signed(">" if op == T.max else "<", result, value)
+                result = b.select(pick, result, value)
+            return result
+        if op in (T.div, T.pdiv_q):
+            return b.sdiv(values[0], values[1])
+        if op in (T.pdiv_r, T.zdiv_r):
+            return b.srem(values[0], values[1])
+        if op == T.fdiv_q:
+            # floor division: (a < 0 ? a - b + 1 : a) / b for b > 0 (isl manual, isl_ast_expr_op_fdiv_q)
+            a, d = values
+            negative = b.icmp_signed("<", a, ir.Constant(I64, 0))
+            adjusted = b.select(negative, b.add(b.sub(a, d), ir.Constant(I64, 1)), a)
+            return b.sdiv(adjusted, d)
+        raise CodegenError(f"kernel {self.scop.name}: unsupported AST operator in {expression.to_C_str()}")
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    running = 1
+    for extent in reversed(shape):
+        strides.append(running)
+        running *= int(extent)
+    return tuple(reversed(strides))
