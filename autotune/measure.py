@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from polytf.targets.target import CompiledKernel
 
 from polytf.config import MeasurementConfig
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.buffers import aligned_copy, aligned_empty, pointer_table
-from polytf.targets.target import CompiledKernel
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,10 @@ class KernelBench:
             actual = self.arrays[self.index[name]]
             scale = float(np.max(np.abs(expected))) if expected.size else 0.0
             atol = config.atol_scale * scale + 1e-6
-            difference = np.abs(actual - expected)
-            worst = max(worst, float(np.nanmax(difference)) if difference.size else 0.0)
             if not np.all(np.isfinite(actual) == np.isfinite(expected)):
-                return f"non-finite values in output {name}", float("inf")
+                return f"non-finite values in output {name} (elements not written, or overflow)", float("inf")
+            difference = np.abs(actual - expected)
+            worst = max(worst, float(np.max(difference, initial=0.0, where=np.isfinite(difference))))
             if not np.allclose(actual, expected, rtol=config.rtol, atol=atol, equal_nan=True):
                 return f"wrong result in output {name}: max abs error {worst:.3g} (tolerance rtol {config.rtol}, atol {atol:.3g})", worst
         return None, worst

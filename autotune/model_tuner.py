@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from polytf.autotune.tuner import TrialCallback, tune_kernel
+from polytf.targets.cpu import CpuTarget
+
 from polytf.config import CodegenConfig, TuningConfig, default_thread_count
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.cache import KernelCache, TuningRecord
 from polytf.runtime.model_builder import build_model, cache_key, prepare_model
-from polytf.targets.cpu import CpuTarget
 
 
 @dataclass(frozen=True)

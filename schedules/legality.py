@@ -65,22 +65,20 @@ def check_legality(scop: Scop, schedule: isl.Schedule, *, parallel: bool = False
     positive = _lex_positive(n)
     same_outer = _relation("x0 = y0", n) if n else None
     for kind, dependence in dependences_of(scop).named():
-        violations: list[isl.Map] = []
+        violations: list[tuple[isl.Map, str]] = []
 
         def visit(relation: isl.Map, kind=kind) -> None:
             mapped = _scheduled(isl.UnionMap.from_map(relation), schedule_map)
-            bad = mapped.subtract(positive)
-            if parallel and same_outer is not None:
-                bad = bad.union(mapped.subtract(same_outer))
-            if not bad.is_empty():
-                violations.append(relation)
+            if not mapped.subtract(positive).is_empty():
+                violations.append((relation, "schedule reverses"))
+            elif parallel and same_outer is not None and not mapped.subtract(same_outer).is_empty():
+                violations.append((relation, "parallel outer loop carries"))
 
         dependence.foreach_map(visit)
         if violations:
-            relation = violations[0]
+            relation, what = violations[0]
             source = relation.get_tuple_name(isl.dim_type.in_)
             sink = relation.get_tuple_name(isl.dim_type.out)
-            what = "parallel outer loop carries" if parallel else "schedule reverses"
             raise ScheduleError(
                 f"kernel {scop.name}: the {what} the {kind} dependence {source} -> {sink} "
                 f"(nodes '{scop.statement(source).node}' -> '{scop.statement(sink).node}'): {relation}"

@@ -11,9 +11,10 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
 
 Only legal choices are offered: a tile order may start with a dimension only if that
 dimension carries no dependence (isl, :func:`polytf.schedules.legality.carries_no_dependence`),
-so ``parallel`` is always legal; loop orders inside the anchor permute a band whose
-dependences all have non-negative distances (a reduction's accumulation order is
-kept), which isl's check confirms for every candidate.
+so ``parallel`` is always legal; loop orders inside the anchor keep the reduction iterators in their original relative
+order and only the outermost reduction is tiled, so a reduction accumulates in program
+order (polytf does not yet reassociate reductions); isl's check confirms every
+candidate.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from polytf.poly.scop import Scop
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
+
+from polytf.poly.scop import Scop
 
 VECTOR_WIDTHS = (0, 1, 4, 8, 16)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
@@ -52,10 +54,9 @@ def _point_orders(iterators: tuple[str, ...]) -> tuple[str, ...]:
     outputs = [it for it in iterators if it.startswith("d")]
     reductions = [it for it in iterators if not it.startswith("d")]
     if len(iterators) <= 4:
-        orders = list(itertools.permutations(iterators))
+        orders = [o for o in itertools.permutations(iterators) if [it for it in o if it in reductions] == reductions]
     else:
         orders = [tuple(outputs[:p] + reductions + outputs[p:]) for p in range(len(outputs) + 1)]
-        orders += [tuple(outputs[:p] + reductions[::-1] + outputs[p:]) for p in range(len(outputs))]
         if len(reductions) > 1 and outputs:
             # reductions split around the output dims, innermost output dimension last
             orders += [tuple(outputs[:p] + reductions[:-1] + outputs[p:-1] + reductions[-1:] + outputs[-1:]) for p in range(len(outputs))]
@@ -87,9 +88,12 @@ class SearchSpace:
             if len(orders) > 6:
                 orders = [o for o in orders if o[1:] == tuple(sorted(o[1:]))]
             dims.append(("tile_order", tuple(_order_text(o) for o in orders)))
-        for iterator in anchor.reduction_iterators:
+        for position, iterator in enumerate(anchor.reduction_iterators):
+            # Only the outermost reduction may be tiled: its tile loop is placed before all
+            # reduction loops, which keeps the accumulation order (isl's check would reject
+            # a tiled inner reduction as a reversed dependence).
             extent = extents[anchor.iterators.index(iterator)]
-            dims.append((f"reduction_tile_{iterator}", tile_choices(extent, minimum=8)))
+            dims.append((f"reduction_tile_{iterator}", tile_choices(extent, minimum=8) if position == 0 else (0,)))
         dims.append(("point_order", _point_orders(anchor.iterators)))
         dims.append(("vector_width", VECTOR_WIDTHS))
         dims.append(("unroll", UNROLL_COUNTS))

@@ -10,8 +10,9 @@ import abc
 import ctypes
 from dataclasses import dataclass, field
 
-from polytf.poly.scop import Scop
 from polytf.schedules.recipe import ScheduleRecipe
+
+from polytf.poly.scop import Scop
 
 
 @dataclass

@@ -64,11 +64,24 @@ def test_conv_bias_relu_matches_tensorflow(model_dir, tf_reference, assert_close
     assert result[OUTPUT].shape == (1, *expected_hw, 7)
 
 
-def test_tuned_model_matches_tensorflow(frozen_model, tf_reference, assert_close, rng, tmp_path) -> None:
-    path = frozen_model("conv_bias_relu", 1)
+@pytest.mark.parametrize(
+    ("name", "batch", "shape"),
+    [("conv_bias_relu", 1, (1, 17, 19, 5)), ("mlp", 1, (1, 784)), ("cifar_cnn", 1, (1, 32, 32, 3))],
+    ids=["conv_bias_relu", "mlp_b1", "cifar_cnn_b1"],
+)
+def test_tuned_model_matches_tensorflow(frozen_model, tf_reference, assert_close, rng, tmp_path, name, batch, shape) -> None:
+    path = frozen_model(name, batch)
     cache_dir = tmp_path / "cache"
     report = polytf.tune(path, trials=3, cache_dir=cache_dir)
-    assert report is not None
-    assert cache_dir.exists() and any(cache_dir.rglob("*")), "tuning wrote nothing to cache_dir"
-    x = rng.standard_normal((1, 17, 19, 5)).astype(np.float32)
+    distinct = {row.kernel for row in report.kernels if row.status == "tuned"}
+    assert distinct and report.new_trials == 3 * len(distinct)
+    assert len(list((cache_dir / "records").glob("*.json"))) == len(distinct)
+    assert all(row.tuned_latency_s <= row.default_latency_s for row in report.kernels)
+    assert report.model_tuned_latency_s > 0
+    x = rng.standard_normal(shape).astype(np.float32)
+    model = polytf.load(path, cache_dir=cache_dir)
+    assert len(model.tuned_kernels) == len(model.kernels), "every kernel should come from the cache"
     compare_with_tensorflow(path, x, tf_reference, assert_close, cache_dir=cache_dir)
+
+    again = polytf.tune(path, trials=3, cache_dir=cache_dir)
+    assert again.new_trials == 0 and {row.status for row in again.kernels} <= {"cached", "shared"}

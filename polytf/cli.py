@@ -1,0 +1,292 @@
+"""The ``polytf`` command line: tune, run, show, cache, ops.
+
+Every failure polytf anticipates prints ``error: <message>`` (naming the file, node
+or op and what to do) and exits with status 1; Ctrl-C exits with 130 after saving
+finished work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from polytf import __version__
+from polytf.errors import PolytfError
+
+console = Console(stderr=True)
+# Wide tables when writing to a file or a pipe (rich assumes 80 columns there).
+stdout = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def format_seconds(value: float) -> str:
+    """``1.5e-5`` -> ``"15.0 µs"``."""
+    if value != value or value == float("inf"):
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.1f} µs"
+    if value < 1:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value:.2f} s"
+
+
+def _input_shapes(specs: list[str]) -> dict:
+    from polytf.frontend import parse_input_spec
+
+    shapes = {}
+    for spec in specs or []:
+        try:
+            name, shape = parse_input_spec(spec)
+        except ValueError as error:
+            raise SystemExit(f"error: --input {spec!r}: {error}") from None
+        shapes[name] = shape
+    return shapes
+
+
+class RichTuningProgress:
+    """Shows tuning progress: one bar per kernel, its best latency so far."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("best {task.fields[best]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task = None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def model_prepared(self, kernel_count: int, unique_count: int) -> None:
+        console.print(f"[bold]{kernel_count}[/] kernels ({unique_count} distinct) to tune")
+
+    def kernel_started(self, kernel, trials: int) -> None:
+        ops = "+".join(op for _, op in kernel.scop.ops)
+        self.task = self.progress.add_task(f"{kernel.scop.name} ({ops})", total=trials, best="-")
+
+    def trial_done(self, kernel):
+        def update(number, recipe, measurement, failure, best_s):
+            if self.task is not None:
+                self.progress.update(self.task, advance=1, best=format_seconds(best_s))
+
+        return update
+
+    def kernel_finished(self, report) -> None:
+        if report.status == "cached":
+            console.print(f"  {report.kernel}: cached record reused ({format_seconds(report.tuned_latency_s)})")
+        elif self.task is not None:
+            self.progress.update(self.task, completed=self.progress.tasks[-1].total, best=format_seconds(report.tuned_latency_s))
+        self.task = None
+
+    def message(self, text: str) -> None:
+        console.print(text)
+
+
+def print_tune_report(report) -> None:
+    table = Table(title=f"polytf tune {report.model} ({report.threads} thread{'s' if report.threads > 1 else ''})")
+    for column in ("kernel", "ops", "default", "tuned", "speedup", "trials", "status"):
+        table.add_column(column, justify="right" if column in ("default", "tuned", "speedup", "trials") else "left")
+    for row in report.kernels:
+        trials = f"{row.trials}" + (f" ({row.failed_trials} failed)" if row.failed_trials else "")
+        table.add_row(row.kernel, "+".join(row.ops), format_seconds(row.default_latency_s), format_seconds(row.tuned_latency_s), f"{row.speedup:.2f}x", trials, row.status)
+    stdout.print(table)
+    if report.model_tuned_latency_s == report.model_tuned_latency_s:
+        speedup = report.model_default_latency_s / report.model_tuned_latency_s
+        stdout.print(
+            f"model latency: default {format_seconds(report.model_default_latency_s)} -> tuned {format_seconds(report.model_tuned_latency_s)} ({speedup:.2f}x)"
+        )
+    stdout.print(f"new trials: {report.new_trials}; elapsed {report.elapsed_s:.1f} s; records in {report.cache_dir}")
+
+
+def command_tune(args) -> int:
+    from polytf.autotune.model_tuner import tune_model
+
+    with RichTuningProgress() as progress:
+        report = tune_model(
+            args.model,
+            trials=args.trials,
+            cache_dir=args.cache_dir,
+            retune=args.retune,
+            input_shapes=_input_shapes(args.input),
+            outputs=args.output or None,
+            threads=args.threads,
+            seed=args.seed,
+            progress=progress,
+        )
+    print_tune_report(report)
+    if report.interrupted:
+        console.print("[yellow]interrupted: finished kernels and the best recipe found so far are saved; run again to continue[/]")
+        return 130
+    return 0
+
+
+def command_run(args) -> int:
+    import numpy as np
+
+    import polytf
+    from polytf.frontend import parse_input_file_spec
+
+    feeds = {}
+    for spec in args.input or []:
+        try:
+            name, path = parse_input_file_spec(spec)
+        except ValueError as error:
+            raise SystemExit(f"error: --input {spec!r}: {error}") from None
+        try:
+            feeds[name] = np.load(path)
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"error: cannot read input '{name}' from {path}: {error}") from None
+    model = polytf.load(args.model, cache_dir=args.cache_dir, input_shapes={n: v.shape for n, v in feeds.items()}, outputs=args.fetch or None, threads=args.threads)
+    results = model(**feeds)
+    np.savez(args.output, **results)
+    for name, value in results.items():
+        stdout.print(f"{name}: {value.dtype}{list(value.shape)}")
+    stdout.print(f"wrote {args.output} ({len(getattr(model, 'tuned_kernels', ()))}/{len(model.kernels)} kernels tuned)")
+    return 0
+
+
+def command_show(args) -> int:
+    from polytf.config import CodegenConfig, default_thread_count
+    from polytf.runtime.cache import KernelCache
+    from polytf.runtime.model_builder import cache_key, default_recipe, prepare_model
+    from polytf.schedules.builder import build_ast, build_schedule
+    from polytf.schedules.recipe import ScheduleRecipe
+    from polytf.targets.cpu import CpuTarget
+
+    prepared = prepare_model(args.model, _input_shapes(args.input))
+    threads = args.threads or default_thread_count()
+    if not args.kernel:
+        stdout.print(f"{args.model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels")
+        for report in prepared.passes:
+            stdout.print(f"  pass {report}")
+        for kernel in prepared.kernels:
+            stdout.print(f"  {kernel.scop.name}: {' + '.join(f'{n} ({op})' for n, op in kernel.scop.ops)}")
+        stdout.print("show one with --kernel NAME")
+        return 0
+    matches = [k for k in prepared.kernels if k.scop.name == args.kernel]
+    if not matches:
+        raise SystemExit(f"error: no kernel {args.kernel!r}; kernels: {', '.join(k.scop.name for k in prepared.kernels)}")
+    kernel = matches[0]
+    target = CpuTarget()
+    if args.recipe:
+        recipe = ScheduleRecipe.from_json(Path(args.recipe).read_text())
+    else:
+        record = KernelCache(args.cache_dir).load(cache_key(kernel, target, threads, CodegenConfig()))
+        recipe = record.schedule_recipe if record else default_recipe(kernel, threads)
+    schedule = build_schedule(kernel.scop, recipe)
+    sections = [
+        ("scop", str(kernel.scop)),
+        ("recipe", recipe.to_json()),
+        ("schedule tree", str(schedule)),
+        ("loop AST", build_ast(schedule).to_C_str()),
+    ]
+    if args.llvm:
+        sections.append(("LLVM IR", target.compile(kernel.scop, recipe).llvm_ir))
+    if args.assembly:
+        sections.append(("assembly", target.assembly(kernel.scop, recipe)))
+    for title, text in sections:
+        stdout.rule(title)
+        stdout.print(text, markup=False, highlight=False)
+    return 0
+
+
+def command_cache(args) -> int:
+    from polytf.runtime.cache import KernelCache
+
+    cache = KernelCache(args.cache_dir)
+    if args.action == "path":
+        stdout.print(str(cache.directory))
+    elif args.action == "clear":
+        stdout.print(f"removed {cache.clear()} records from {cache.directory}")
+    else:
+        records = cache.records()
+        table = Table(title=f"{len(records)} tuning records in {cache.directory}")
+        for column in ("kernel", "ops", "default", "tuned", "speedup", "trials", "complete"):
+            table.add_column(column)
+        for r in records:
+            table.add_row(r.kernel, "+".join(r.ops), format_seconds(r.default_latency_s), format_seconds(r.best_latency_s), f"{r.speedup:.2f}x", str(r.trials), str(r.complete))
+        stdout.print(table)
+    return 0
+
+
+def command_ops(args) -> int:
+    from polytf.ops.registry import lookup, supported_ops
+
+    for op in supported_ops():
+        definition = lookup(op)
+        stdout.print(f"{op:12s} {definition.category:12s} {definition.source}", markup=False, highlight=False)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polytf", description="Polyhedral compiler and autotuner for frozen TensorFlow graphs (GraphDef .pb / .pbtxt).")
+    parser.add_argument("--version", action="version", version=f"polytf {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sub, inputs=True):
+        sub.add_argument("model", help="frozen GraphDef: binary .pb or text .pbtxt")
+        sub.add_argument("--cache-dir", help="tuning-record cache (default: $POLYTF_CACHE_DIR or the user cache directory)")
+        sub.add_argument("--threads", type=int, help="threads per kernel (default: $POLYTF_THREADS or all CPUs)")
+        if inputs:
+            sub.add_argument("--input", action="append", metavar="NAME:SHAPE", help="fix a placeholder's shape, e.g. --input x:1,784 (repeatable)")
+
+    tune = commands.add_parser("tune", help="tune every kernel of a model and cache the winners", description="Compile a model, tune each kernel with an Optuna study (every candidate verified against numpy), and cache the best recipes.")
+    common(tune)
+    tune.add_argument("--trials", type=int, default=20, help="candidate schedules per kernel (default 20)")
+    tune.add_argument("--retune", action="store_true", help="ignore cached records and tune again")
+    tune.add_argument("--output", action="append", metavar="NAME", help="output node (repeatable; default: the graph's sink nodes)")
+    tune.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the random test inputs")
+    tune.set_defaults(handler=command_tune)
+
+    run = commands.add_parser("run", help="run a model on inputs from .npy files", description="Run a model (tuned kernels from the cache, default recipes elsewhere) and write its outputs to an .npz file.")
+    common(run, inputs=False)
+    run.add_argument("--input", action="append", metavar="NAME=FILE.npy", required=True, help="an input array (repeatable); its shape fixes the placeholder's")
+    run.add_argument("--output", required=True, metavar="OUT.npz", help="where to write the outputs (keyed by output node name)")
+    run.add_argument("--fetch", action="append", metavar="NAME", help="output node to compute (repeatable; default: the graph's sink nodes)")
+    run.set_defaults(handler=command_run)
+
+    show = commands.add_parser("show", help="show kernels, schedule trees, loop ASTs and code", description="Without --kernel: the model's kernels. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly).")
+    common(show)
+    show.add_argument("--kernel", help="kernel name (as listed without --kernel)")
+    show.add_argument("--recipe", help="JSON recipe file (default: the cached record, else the default recipe)")
+    show.add_argument("--llvm", action="store_true", help="also print the optimised LLVM IR")
+    show.add_argument("--assembly", action="store_true", help="also print the host assembly")
+    show.set_defaults(handler=command_show)
+
+    cache = commands.add_parser("cache", help="list, locate or clear tuning records")
+    cache.add_argument("action", choices=("list", "path", "clear"), nargs="?", default="list")
+    cache.add_argument("--cache-dir", help="cache directory (default: $POLYTF_CACHE_DIR or the user cache directory)")
+    cache.set_defaults(handler=command_cache)
+
+    ops = commands.add_parser("ops", help="list the TensorFlow ops polytf compiles")
+    ops.set_defaults(handler=command_ops)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except PolytfError as error:
+        console.print(f"[bold red]error:[/] {error}", markup=True, highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Verification rejects wrong kernels before they can be timed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from polytf.autotune.measure import KernelBench
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.cpu import CpuTarget
+
+from polytf.config import MeasurementConfig
+from polytf.poly.expression import Binary, Constant
+from polytf.poly.scop import Scop
+
+TARGET = CpuTarget()
+
+
+def test_correct_kernel_is_timed(small_kernels):
+    kernel = small_kernels("broadcast_chain")[0]
+    bench = KernelBench(kernel)
+    measurement = bench.measure(TARGET.compile(kernel.scop, ScheduleRecipe()), 1, MeasurementConfig(repeats=5, min_repeat_s=0.0))
+    assert measurement.ok and len(measurement.latencies_s) >= 5 and measurement.median_s > 0
+
+
+def test_wrong_kernel_is_rejected(small_kernels):
+    kernel = small_kernels("matmul_bias_relu")[0]
+    # sabotage: the epilogue adds 1.0 more than it should
+    statements = list(kernel.scop.statements)
+    last = statements[-1]
+    statements[-1] = replace(last, value=Binary("add", last.value, Constant(1.0)))
+    wrong = Scop(kernel.scop.name, tuple(statements), kernel.scop.arrays)
+    bench = KernelBench(kernel)
+    measurement = bench.measure(TARGET.compile(wrong, ScheduleRecipe()), 1, MeasurementConfig())
+    assert not measurement.ok
+    assert "wrong result" in measurement.error and measurement.latencies_s == ()
+
+
+def test_unwritten_output_is_rejected(small_kernels):
+    kernel = small_kernels("softmax")[0]
+    statements = kernel.scop.statements[:-1]  # drop the final division: output never written
+    wrong = Scop(kernel.scop.name, statements, kernel.scop.arrays)
+    bench = KernelBench(kernel)
+    measurement = bench.measure(TARGET.compile(wrong, ScheduleRecipe()), 1, MeasurementConfig())
+    assert not measurement.ok
+    assert "non-finite" in measurement.error

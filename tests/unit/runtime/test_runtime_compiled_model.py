@@ -1,0 +1,68 @@
+"""CompiledModel on hand-built graphs: results, input checking, views and constants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder
+
+from polytf.errors import GraphError, ShapeError
+from polytf.graph import Node
+from polytf.graph.passes.fusion import partition
+from polytf.ops.lowering import lower_group
+from polytf.runtime.compiled_model import CompiledModel
+from polytf.runtime.model_builder import PreparedModel, build_model
+
+
+def compile_graph(graph, threads=2):
+    groups = partition(graph)
+    prepared = PreparedModel(graph, groups, tuple(lower_group(graph, g) for g in groups), ())
+    return build_model(prepared, threads=threads)
+
+
+def test_matmul_bias_relu_matches_numpy():
+    graph = graph_matmul_bias_relu()
+    model = compile_graph(graph)
+    x = np.random.default_rng(0).standard_normal((7, 13)).astype(np.float32)
+    (out,) = model(x=x).values()
+    expected = np.maximum(x @ graph.constants["w:0"] + graph.constants["b:0"], 0)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    assert list(model(x=x)) == ["relu"]
+
+
+def test_reshape_is_a_view_and_constants_are_bound():
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((6, 3)).astype(np.float32)
+    graph = build_graph(
+        [
+            placeholder("x", (2, 3, 2)),
+            const("shape", np.array([2, 6], dtype=np.int32)),
+            Node("flat", "Reshape", ("x:0", "shape:0")),
+            const("w", w),
+            Node("mm", "MatMul", ("flat:0", "w:0")),
+            Node("out", "Identity", ("mm:0",)),
+        ],
+        ["out:0"],
+    )
+    model = compile_graph(graph)
+    x = rng.standard_normal((2, 3, 2)).astype(np.float32)
+    np.testing.assert_allclose(model(x=x)["out"], x.reshape(2, 6) @ w, rtol=1e-5, atol=1e-5)
+
+
+def test_input_errors_name_the_placeholder():
+    model = compile_graph(graph_matmul_bias_relu())
+    with pytest.raises(ShapeError, match="input 'x' has shape \\(3, 13\\)"):
+        model(x=np.zeros((3, 13), np.float32))
+    with pytest.raises(GraphError, match="missing \\['x'\\]"):
+        model()
+    with pytest.raises(GraphError, match="unknown \\['y'\\]"):
+        model(x=np.zeros((7, 13), np.float32), y=1)
+
+
+def test_outputs_are_fresh_copies():
+    model = compile_graph(graph_matmul_bias_relu())
+    x = np.ones((7, 13), np.float32)
+    first = model(x=x)["relu"]
+    first[...] = -5
+    assert (model(x=x)["relu"] >= 0).all()
+    assert isinstance(model, CompiledModel) and model.threads == 2

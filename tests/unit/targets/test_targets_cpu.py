@@ -1,0 +1,82 @@
+"""CpuTarget: host fingerprint, loop hints in the IR, vector code, threads."""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from polytf.autotune.measure import KernelBench
+from polytf.schedules.builder import build_ast, build_schedule
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.search_space import SearchSpace
+from polytf.targets.cpu import CpuTarget, openmp_available
+from polytf.targets.llvm_codegen import KernelModuleBuilder
+
+from polytf.config import MeasurementConfig
+from polytf.errors import CodegenError
+from polytf.poly.scop import ArrayInfo, Scop
+
+TARGET = CpuTarget()
+
+
+def test_fingerprint_names_the_host_cpu_and_features():
+    fingerprint = TARGET.fingerprint()
+    assert fingerprint["cpu"] == llvm.get_host_cpu_name()
+    assert fingerprint["features"] == llvm.get_host_cpu_features().flatten()
+    assert fingerprint["triple"]
+    other = CpuTarget(cpu_name="x86-64", features="")
+    assert other.fingerprint() != fingerprint
+
+
+def test_loop_hints_reach_the_ir(small_kernels):
+    kernel = small_kernels("matmul_bias_relu")[0]
+    recipe = ScheduleRecipe(tile_sizes=(0, 8), point_order=("d0", "r0", "d1"), vector_width=8, unroll=4)
+    text = TARGET.emit_llvm_ir(kernel.scop, recipe)
+    assert '"llvm.loop.vectorize.width", i32 8' in text
+    assert '"llvm.loop.unroll.count", i32 4' in text
+    assert "noalias" in text
+    off = TARGET.emit_llvm_ir(kernel.scop, ScheduleRecipe(vector_width=1, unroll=1))
+    assert '"llvm.loop.vectorize.width", i32 1' in off and "llvm.loop.unroll.disable" in off
+
+
+def test_vectorised_recipe_emits_vector_instructions(small_kernels):
+    kernel = small_kernels("matmul_bias_relu")[0]
+    recipe = ScheduleRecipe(tile_sizes=(0, 11), point_order=("d0", "r0", "d1"), vector_width=8)
+    assembly = TARGET.assembly(kernel.scop, recipe)
+    assert "ymm" in assembly or "zmm" in assembly
+
+
+def test_fast_math_flags_follow_the_config(small_kernels):
+    from polytf.config import CodegenConfig
+
+    kernel = small_kernels("matmul_bias_relu")[0]
+    assert "fadd fast" in TARGET.emit_llvm_ir(kernel.scop, ScheduleRecipe())
+    strict = CpuTarget(CodegenConfig(fast_math=False))
+    assert "fadd fast" not in strict.emit_llvm_ir(kernel.scop, ScheduleRecipe())
+
+
+@pytest.mark.skipif(not openmp_available(), reason="libgomp not available")
+def test_parallel_kernel_uses_openmp_and_matches_single_thread(small_kernels):
+    kernel = small_kernels("conv_same_stride2")[0]
+    space = SearchSpace.for_scop(kernel.scop, 2)
+    recipe = space.default_recipe()
+    assert recipe.parallel
+    assert "GOMP_parallel" in TARGET.emit_llvm_ir(kernel.scop, recipe)
+    compiled = TARGET.compile(kernel.scop, recipe)
+    bench = KernelBench(kernel, seed=0)
+    config = MeasurementConfig()
+    results = []
+    for threads in (1, 2, 3):
+        error, _ = bench.verify(compiled, threads, config)
+        assert error is None
+        results.append(bench.arrays[bench.index[kernel.output_arrays[0].name]].copy())
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], results[2])
+
+
+def test_non_float32_arrays_are_a_codegen_error(small_kernels):
+    kernel = small_kernels("softmax")[0]
+    arrays = tuple(ArrayInfo(a.name, a.shape, "int32" if i == 0 else a.dtype, a.role) for i, a in enumerate(kernel.scop.arrays))
+    scop = Scop(kernel.scop.name, kernel.scop.statements, arrays)
+    with pytest.raises(CodegenError, match="only float32"):
+        KernelModuleBuilder(scop, build_ast(build_schedule(scop, ScheduleRecipe())))
