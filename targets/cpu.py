@@ -8,8 +8,11 @@ process once.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import os
+import sys
 import threading
 from functools import lru_cache
 
@@ -42,6 +45,30 @@ def _initialise() -> bool:
         except RuntimeError:
             continue
     return False
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Discard what native code writes to file descriptor 2 meanwhile.
+
+    LLVM's loop vectoriser prints an analysis remark for every loop that carries a
+    vector-width hint and cannot be vectorised; while the tuner explores recipes that is
+    expected, and the remarks would bury the progress display.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable stderr: nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def openmp_available() -> bool:
@@ -112,7 +139,8 @@ class CpuTarget(Target):
         options.loop_unrolling = True
         options.loop_interleaving = True
         pass_builder = llvm.create_pass_builder(self.target_machine, options)
-        pass_builder.getModulePassManager().run(module, pass_builder)
+        with _native_stderr_silenced():
+            pass_builder.getModulePassManager().run(module, pass_builder)
         return module
 
     def compile(self, scop: Scop, recipe: ScheduleRecipe) -> CompiledKernel:

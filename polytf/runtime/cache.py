@@ -124,12 +124,7 @@ class KernelCache:
         path = self.path_for(key)
         if not path.exists():
             return None
-        try:
-            data = json.loads(path.read_text())
-            data["ops"] = tuple(data["ops"])
-            return TuningRecord(**data)
-        except (OSError, ValueError, TypeError, KeyError) as error:
-            raise CacheError(f"tuning record {path} is unreadable ({error}); delete it or run `polytf cache clear`") from None
+        return _read_record(path)
 
     def save(self, record: TuningRecord, key: CacheKey) -> Path:
         """Write ``record`` atomically; returns its path."""
@@ -151,10 +146,8 @@ class KernelCache:
             return result
         for path in sorted(self.records_dir.glob("*.json")):
             try:
-                data = json.loads(path.read_text())
-                data["ops"] = tuple(data["ops"])
-                result.append(TuningRecord(**data))
-            except (OSError, ValueError, TypeError, KeyError):
+                result.append(_read_record(path))
+            except CacheError:
                 continue
         return result
 
@@ -169,3 +162,12 @@ class KernelCache:
         if database.exists():
             database.unlink()
         return count
+
+
+def _read_record(path: Path) -> TuningRecord:
+    try:
+        data = json.loads(path.read_text())
+        data["ops"] = tuple(data["ops"])
+        return TuningRecord(**data)
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise CacheError(f"tuning record {path} is unreadable ({error}); delete it or run `polytf cache clear`") from None
