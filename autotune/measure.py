@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from polytf.targets.target import CompiledKernel
 
 from polytf.config import MeasurementConfig
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.buffers import aligned_copy, aligned_empty, pointer_table
+from polytf.targets.target import CompiledKernel
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from polytf.autotune.tuner import TrialCallback, tune_kernel
-from polytf.targets.cpu import CpuTarget
 
+from polytf.autotune.tuner import TrialCallback, tune_kernel
 from polytf.config import CodegenConfig, TuningConfig, default_thread_count
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.cache import KernelCache, TuningRecord
 from polytf.runtime.model_builder import build_model, cache_key, prepare_model
+from polytf.targets.cpu import CpuTarget
 
 
 @dataclass(frozen=True)
@@ -115,15 +115,16 @@ def tune_model(
     prepared = prepare_model(path, input_shapes, outputs)
     report = TuneReport(str(path), threads=threads, cache_dir=str(cache.directory))
 
+    keys = {kernel.scop.name: cache_key(kernel, target, threads, codegen) for kernel in prepared.kernels}
     unique: dict[str, LoweredKernel] = {}
     for kernel in prepared.kernels:
-        unique.setdefault(cache_key(kernel, target, threads, codegen).digest(), kernel)
+        unique.setdefault(keys[kernel.scop.name].digest(), kernel)
     progress.model_prepared(len(prepared.kernels), len(unique))
 
     recipes = {}
     rows: dict[str, KernelReport] = {}
     for digest, kernel in unique.items():
-        key = cache_key(kernel, target, threads, codegen)
+        key = keys[kernel.scop.name]
         record = None if retune else cache.load(key)
         if record is not None and record.complete:
             rows[digest] = KernelReport(kernel.scop.name, tuple(op for _, op in kernel.scop.ops), record.default_latency_s, record.best_latency_s, record.trials, record.failed_trials, "cached", record.schedule_recipe.describe())
@@ -166,14 +167,14 @@ def tune_model(
             break
 
     for kernel in prepared.kernels:
-        digest = cache_key(kernel, target, threads, codegen).digest()
+        digest = keys[kernel.scop.name].digest()
         if digest in rows:
             row = rows[digest]
             report.kernels.append(KernelReport(kernel.scop.name, tuple(op for _, op in kernel.scop.ops), row.default_latency_s, row.tuned_latency_s, row.trials if kernel is unique[digest] else 0, row.failed_trials if kernel is unique[digest] else 0, row.status if kernel is unique[digest] else "shared", row.recipe))
 
     if measure_model and not report.interrupted:
         progress.message("timing the whole model (default recipes vs tuned)")
-        by_name = {k.scop.name: recipes[cache_key(k, target, threads, codegen).digest()] for k in prepared.kernels}
+        by_name = {k.scop.name: recipes[keys[k.scop.name].digest()] for k in prepared.kernels}
         default_model = build_model(prepared, {}, target, threads)
         tuned_model = build_model(prepared, by_name, target, threads)
         inputs = _random_inputs(tuned_model, seed)

@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import optuna
-from polytf.autotune.measure import KernelBench, Measurement
-from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.search_space import SearchSpace
-from polytf.targets.target import Target
 
+from polytf.autotune.measure import KernelBench, Measurement
 from polytf.config import MeasurementConfig
 from polytf.errors import PolytfError, TuningError
 from polytf.ops.lowering import LoweredKernel
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.search_space import SearchSpace
+from polytf.targets.target import Target
 
 optuna.logging.set_verbosity(logging.WARNING)
 
@@ -87,20 +87,22 @@ def tune_kernel(
     """
     config = measurement or MeasurementConfig()
     space = SearchSpace.for_scop(kernel.scop, threads)
-    bench = KernelBench(kernel, seed) if evaluator is None else None
-    seen: dict[ScheduleRecipe, Measurement | str] = {}
+    if evaluator is None:
+        bench = KernelBench(kernel, seed)
 
-    def evaluate(recipe: ScheduleRecipe) -> Measurement | str:
-        if recipe not in seen and evaluator is not None:
-            seen[recipe] = evaluator(recipe)
-        if recipe not in seen:
+        def evaluator(recipe: ScheduleRecipe) -> Measurement | str:
             try:
                 compiled = target.compile(kernel.scop, recipe)
             except PolytfError as error:
-                seen[recipe] = f"{type(error).__name__}: {error}"
-            else:
-                result = bench.measure(compiled, threads, config)
-                seen[recipe] = result if result.ok else f"verification failed: {result.error}"
+                return f"{type(error).__name__}: {error}"
+            result = bench.measure(compiled, threads, config)
+            return result if result.ok else f"verification failed: {result.error}"
+
+    seen: dict[ScheduleRecipe, Measurement | str] = {}
+
+    def evaluate(recipe: ScheduleRecipe) -> Measurement | str:
+        if recipe not in seen:
+            seen[recipe] = evaluator(recipe)
         return seen[recipe]
 
     default = space.default_recipe()

@@ -24,12 +24,12 @@ Each call checks the recipe against the Scop's dependences
 from __future__ import annotations
 
 import islpy as isl
-from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 from polytf.errors import ScheduleError
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 
 def normalize_recipe(scop: Scop, recipe: ScheduleRecipe) -> ScheduleRecipe:

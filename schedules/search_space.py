@@ -22,11 +22,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from polytf.poly.scop import Scop
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
-
-from polytf.poly.scop import Scop
 
 VECTOR_WIDTHS = (0, 1, 4, 8, 16)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)

@@ -18,14 +18,14 @@ from functools import lru_cache
 
 import llvmlite
 import llvmlite.binding as llvm
-from polytf.schedules.builder import build_ast, build_schedule
-from polytf.schedules.recipe import ScheduleRecipe
-from polytf.targets.llvm_codegen import KernelModuleBuilder
-from polytf.targets.target import CompiledKernel, Target
 
 from polytf.config import CodegenConfig
 from polytf.errors import CompileError
 from polytf.poly.scop import Scop
+from polytf.schedules.builder import build_ast, build_schedule
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.llvm_codegen import KernelModuleBuilder
+from polytf.targets.target import CompiledKernel, Target
 
 _LOCK = threading.Lock()
 KERNEL_FUNCTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)

@@ -215,9 +215,9 @@ class KernelModuleBuilder:
         if self.vector_width == 1:
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, 1)]))
         elif self.vector_width > 1:
-            # A width hint without "llvm.loop.vectorize.enable": forcing would make LLVM print
-            # "loop not vectorized" warnings on stderr for loops it cannot vectorise
-            # (LLVM LoopUtils hasVectorizeTransformation: forced vs. enabled).
+            # A width hint, not "llvm.loop.vectorize.enable": LLVM may still decline a loop it
+            # cannot vectorise. It prints a remark for each such loop, which
+            # CpuTarget.optimise discards.
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, self.vector_width)]))
         if self.unroll == 1:
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]))

@@ -10,9 +10,8 @@ import abc
 import ctypes
 from dataclasses import dataclass, field
 
-from polytf.schedules.recipe import ScheduleRecipe
-
 from polytf.poly.scop import Scop
+from polytf.schedules.recipe import ScheduleRecipe
 
 
 @dataclass

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from polytf.autotune.measure import KernelBench
-from polytf.schedules.recipe import ScheduleRecipe
-from polytf.targets.cpu import CpuTarget
-
 from polytf.config import MeasurementConfig
 from polytf.poly.expression import Binary, Constant
 from polytf.poly.scop import Scop
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
 

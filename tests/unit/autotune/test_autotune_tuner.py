@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import optuna
 import pytest
+
 from polytf.autotune.measure import Measurement
 from polytf.autotune.tuner import tune_kernel
+from polytf.config import MeasurementConfig
+from polytf.errors import TuningError
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
-
-from polytf.config import MeasurementConfig
-from polytf.errors import TuningError
 
 TARGET = CpuTarget()
 

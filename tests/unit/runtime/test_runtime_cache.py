@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from polytf.schedules.recipe import ScheduleRecipe
 
 from polytf.errors import CacheError
 from polytf.runtime.cache import CacheKey, KernelCache, TuningRecord, default_cache_dir
+from polytf.schedules.recipe import ScheduleRecipe
 
 
 def key(**changes):

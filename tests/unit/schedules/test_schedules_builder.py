@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from polytf.schedules.builder import build_ast, build_schedule
-from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 from polytf.errors import ScheduleError
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
+from polytf.schedules.builder import build_ast, build_schedule
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 
 def matmul_scop(m=3, n=4, k=5) -> Scop:

@@ -16,15 +16,15 @@ import pytest
 from hand_built_graphs import GRAPHS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from polytf.autotune.measure import KernelBench
+from polytf.config import MeasurementConfig
+from polytf.errors import ScheduleError
 from polytf.schedules.builder import build_schedule
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.targets.cpu import CpuTarget
-
-from polytf.config import MeasurementConfig
-from polytf.errors import ScheduleError
 
 TARGET = CpuTarget()
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

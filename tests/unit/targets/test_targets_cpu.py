@@ -5,16 +5,16 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+
 from polytf.autotune.measure import KernelBench
+from polytf.config import MeasurementConfig
+from polytf.errors import CodegenError
+from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.builder import build_ast, build_schedule
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget, openmp_available
 from polytf.targets.llvm_codegen import KernelModuleBuilder
-
-from polytf.config import MeasurementConfig
-from polytf.errors import CodegenError
-from polytf.poly.scop import ArrayInfo, Scop
 
 TARGET = CpuTarget()
 
