@@ -86,7 +86,7 @@ def tune_kernel(
         TuningError: not even the default recipe compiles and verifies.
     """
     config = measurement or MeasurementConfig()
-    space = SearchSpace.for_scop(kernel.scop, threads)
+    space = SearchSpace.for_scop(kernel.scop, threads, getattr(target, "native_vector_width", 8))
     if evaluator is None:
         bench = KernelBench(kernel, seed)
 

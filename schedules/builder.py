@@ -17,19 +17,41 @@ Example: MatMul + BiasAdd with tile_sizes (0, 64), point_order (r0, d1)::
     for d0: for d1: D = C + b                   for r0: for d1 in tile: C += A*B
                                                 for d1 in tile: D = C + b
 
+With register tiles (``register_tile_sizes``), the anchor's inner band holds its
+reduction tile loops and the register-tile loops ``floor(d/R)``; below it a mark node
+``microkernel`` holds a band of the reduction points and, innermost, a band of the
+register-tile points (the micro-kernel the code generator emits with explicit vectors,
+after Gareev et al., TACO 2018)::
+
+    for d0/64: for d1/256:                   (outer band, cache tiles)
+      C = 0 ...
+      for r0/256: for d0/6: for d1/16:       (anchor band)
+        mark microkernel:
+          for r0: for d0 (6): for d1 (16): C += A*B
+      D = C + b ...
+
+Copy statements of data-layout transformations (packing, zero-padding) come first, each
+as its own band over its written index, in a sequence before that tree.
+
 Each call checks the recipe against the Scop's dependences
 (:func:`polytf.schedules.legality.check_legality`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import islpy as isl
 
 from polytf.errors import ScheduleError
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
+from polytf.schedules.data_layout import apply_data_layout
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.structure import anchor_statement, shared_band_depth
+from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
+
+#: Name prefix of the mark node above a micro-kernel: ``"microkernel <register sizes>"``.
+MICROKERNEL_MARK = "microkernel"
 
 
 def normalize_recipe(scop: Scop, recipe: ScheduleRecipe) -> ScheduleRecipe:
@@ -37,7 +59,8 @@ def normalize_recipe(scop: Scop, recipe: ScheduleRecipe) -> ScheduleRecipe:
 
     Raises:
         ScheduleError: a field has the wrong length, a tile order or point order is not a
-            permutation, or a size is negative.
+            permutation, a size is negative, a register tile has no cache tile that is a
+            multiple of it, or a packed array is not one of the Scop's.
     """
     depth = shared_band_depth(scop)
     anchor = anchor_statement(scop)
@@ -46,25 +69,42 @@ def normalize_recipe(scop: Scop, recipe: ScheduleRecipe) -> ScheduleRecipe:
     tile_order = recipe.tile_order or tuple(range(depth))
     reduction_tiles = recipe.reduction_tile_sizes or (0,) * len(reductions)
     point_order = recipe.point_order or anchor.iterators
+    register_tiles = recipe.register_tile_sizes or (0,) * depth
     if len(tile_sizes) != depth:
         raise ScheduleError(f"kernel {scop.name}: tile_sizes has {len(tile_sizes)} entries, the shared band has {depth} dimensions")
+    if len(register_tiles) != depth:
+        raise ScheduleError(f"kernel {scop.name}: register_tile_sizes has {len(register_tiles)} entries, the shared band has {depth} dimensions")
     if sorted(tile_order) != list(range(depth)):
         raise ScheduleError(f"kernel {scop.name}: tile_order {tile_order} is not a permutation of 0..{depth - 1}")
     if len(reduction_tiles) != len(reductions):
         raise ScheduleError(f"kernel {scop.name}: reduction_tile_sizes has {len(reduction_tiles)} entries, the anchor has {len(reductions)} reduction iterators")
     if sorted(point_order) != sorted(anchor.iterators):
         raise ScheduleError(f"kernel {scop.name}: point_order {point_order} is not a permutation of {anchor.iterators}")
-    if any(t < 0 for t in tile_sizes + reduction_tiles) or recipe.vector_width < 0 or recipe.unroll < 0:
+    if any(t < 0 for t in tile_sizes + reduction_tiles + register_tiles) or recipe.vector_width < 0 or recipe.unroll < 0:
         raise ScheduleError(f"kernel {scop.name}: negative size in recipe {recipe}")
-    return ScheduleRecipe(tile_sizes, tile_order, reduction_tiles, point_order, recipe.vector_width, recipe.unroll, recipe.parallel)
+    for k, (size, register) in enumerate(zip(tile_sizes, register_tiles)):
+        if register and (not size or size % register):
+            raise ScheduleError(f"kernel {scop.name}: register tile {register} of d{k} needs a cache tile that is a multiple of it, not {size or 'untiled'}")
+    known = {a.name for a in scop.arrays}
+    for name in recipe.pack:
+        if name not in known:
+            raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: the kernel's arrays are {sorted(known)}")
+    return ScheduleRecipe(
+        tile_sizes,
+        tile_order,
+        reduction_tiles,
+        point_order,
+        recipe.vector_width,
+        recipe.unroll,
+        recipe.parallel,
+        register_tiles,
+        tuple(recipe.pack),
+        recipe.pad,
+        recipe.algorithm,
+    )
 
 
-def _is_tiled(size: int, extent: int) -> bool:
-    # A tile as large as the extent is still a tile: its point loop moves to the inner band.
-    return size > 0
-
-
-def _member(statements: list[Statement], expression_of) -> isl.MultiUnionPwAff:
+def _member(statements: list[Statement], expression_of) -> str:
     parts = "; ".join(f"{s.name}[{', '.join(s.iterators)}] -> [({expression_of(s)})]" for s in statements)
     return f"{{ {parts} }}"
 
@@ -74,69 +114,175 @@ def _band(statements: list[Statement], expressions: list) -> isl.MultiUnionPwAff
     return isl.MultiUnionPwAff(f"[{members}]")
 
 
-def inner_band_expressions(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> list[str]:
-    """The inner-band schedule expressions of ``statement`` (outermost first)."""
+@dataclass(frozen=True)
+class InnerBand:
+    """Schedule expressions of one statement below the shared outer band.
+
+    Attributes:
+        band: the statement's inner band (outermost first).
+        microkernel_reductions: reduction points inside the micro-kernel (anchor only).
+        microkernel_registers: register-tile points, innermost (anchor only; empty when
+            the recipe has no register tile).
+    """
+
+    band: tuple[str, ...]
+    microkernel_reductions: tuple[str, ...] = ()
+    microkernel_registers: tuple[str, ...] = ()
+
+
+def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> InnerBand:
+    """The inner band (and micro-kernel bands) of ``statement`` under a normalised recipe."""
     depth = shared_band_depth(scop)
-    extents = statement.extents
-    tiled_shared = [f"d{k}" for k in range(depth) if _is_tiled(recipe.tile_sizes[k], extents[k])]
+    tiled_shared = [f"d{k}" for k in range(depth) if recipe.tile_sizes[k] > 0]
     own = list(statement.iterators[depth:])
     in_band = set(tiled_shared + own)
-    if statement is anchor_statement(scop):
-        expressions = []
-        for iterator, size in zip(statement.reduction_iterators, recipe.reduction_tile_sizes):
-            extent = extents[statement.iterators.index(iterator)]
-            if _is_tiled(size, extent):
-                expressions.append(f"floor(({iterator})/{size})")
-        return expressions + [it for it in recipe.point_order if it in in_band]
-    return tiled_shared + own
+    if statement is not anchor_statement(scop):
+        return InnerBand(tuple(tiled_shared + own))
+    expressions = []
+    for iterator, size in zip(statement.reduction_iterators, recipe.reduction_tile_sizes):
+        if size > 0:
+            expressions.append(f"floor(({iterator})/{size})")
+    register = {f"d{k}": size for k, size in enumerate(recipe.register_tile_sizes) if size}
+    if not register:
+        return InnerBand(tuple(expressions + [it for it in recipe.point_order if it in in_band]))
+    reductions = set(statement.reduction_iterators)
+    for iterator in recipe.point_order:
+        if iterator in register:
+            expressions.append(f"floor(({iterator})/{register[iterator]})")
+        elif iterator in in_band and iterator not in reductions:
+            expressions.append(iterator)
+    return InnerBand(
+        tuple(expressions),
+        tuple(it for it in recipe.point_order if it in reductions),
+        # Register points in the statement's own order: the innermost output dimension is the
+        # contiguous one, which the micro-kernel vectorises.
+        tuple(it for it in statement.iterators if it in register),
+    )
 
 
-def build_schedule(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> isl.Schedule:
-    """The schedule tree of ``scop`` under ``recipe``.
+def inner_band_expressions(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> list[str]:
+    """All inner schedule expressions of ``statement`` (outermost first)."""
+    band = inner_band(scop, statement, recipe)
+    return list(band.band + band.microkernel_reductions + band.microkernel_registers)
+
+
+def microkernel_mark(recipe: ScheduleRecipe, registers: tuple[str, ...]) -> str:
+    """Mark name above a micro-kernel, e.g. ``"microkernel 6x16"`` (register sizes, outer first)."""
+    sizes = [recipe.register_tile_sizes[int(it[1:])] for it in registers]
+    return f"{MICROKERNEL_MARK} {'x'.join(map(str, sizes))}"
+
+
+def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> isl.ScheduleNode:
+    """Insert the inner bands of ``statement`` at ``node``; returns the node at the same place."""
+    band = inner_band(scop, statement, recipe)
+    levels = 0
+    if band.band:
+        node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.band])).child(0)
+        levels += 1
+    if band.microkernel_registers:
+        node = node.insert_mark(isl.Id(microkernel_mark(recipe, band.microkernel_registers))).child(0)
+        levels += 1
+        if band.microkernel_reductions:
+            node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
+            levels += 1
+        node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.microkernel_registers])).child(0)
+        levels += 1
+    for _ in range(levels):
+        node = node.parent()
+    return node
+
+
+def _union_domain(statements) -> isl.UnionSet:
+    result = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    for s in statements:
+        result = result.union(isl.UnionSet.from_set(s.domain()))
+    return result
+
+
+def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
+    statements = list(main_statements(scop))
+    depth = shared_band_depth(scop)
+    extents = statements[0].extents[:depth]
+    schedule = isl.Schedule.from_domain(_union_domain(statements))
+    node = schedule.get_root().child(0)
+    if depth:
+        outer = []
+        for k in recipe.tile_order:
+            size = recipe.tile_sizes[k]
+            outer.append((lambda s, k=k, size=size: f"floor((d{k})/{size})") if size > 0 else (lambda s, k=k: f"d{k}"))
+        node = node.insert_partial_schedule(_band(statements, outer))
+        for position in range(depth):
+            node = node.band_member_set_coincident(position, True)
+        node = node.child(0)
+    del extents
+    if len(statements) > 1:
+        filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
+        for s in statements:
+            filters = filters.add(isl.UnionSet.from_set(s.domain()))
+        node = node.insert_sequence(filters)
+        for index, s in enumerate(statements):
+            node = _insert_inner(node.child(index).child(0), scop, s, recipe).parent().parent()
+    else:
+        node = _insert_inner(node, scop, statements[0], recipe)
+    return node.get_schedule()
+
+
+def _copy_schedule(statement: Statement) -> isl.Schedule:
+    """A copy statement iterates in the order of the index it writes (contiguous stores)."""
+    schedule = isl.Schedule.from_domain(isl.UnionSet.from_set(statement.domain()))
+    expressions = [index.to_isl() for index in statement.write.index]
+    node = schedule.get_root().child(0).insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in expressions]))
+    for position in range(len(expressions)):
+        node = node.band_member_set_coincident(position, True)
+    return node.get_schedule()
+
+
+@dataclass(frozen=True)
+class ScheduledScop:
+    """A Scop after the recipe's data-layout transformations, with its schedule tree.
+
+    Attributes:
+        scop: the transformed Scop (copy statements and scratch arrays added).
+        recipe: the normalised recipe.
+        schedule: the schedule tree of ``scop``.
+    """
+
+    scop: Scop
+    recipe: ScheduleRecipe
+    schedule: isl.Schedule
+
+
+def schedule_scop(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> ScheduledScop:
+    """Apply the recipe's data-layout transformations and build the schedule tree.
 
     Raises:
         ScheduleError: the recipe does not fit the Scop, or (when ``check``) it violates a
             dependence; the message names the dependence.
     """
     recipe = normalize_recipe(scop, recipe)
-    statements = list(scop.statements)
-    depth = shared_band_depth(scop)
-    extents = statements[0].extents[:depth]
+    prepared = apply_data_layout(scop, recipe)
     try:
-        schedule = isl.Schedule.from_domain(scop.domain)
-        node = schedule.get_root().child(0)
-        if depth:
-            outer = []
-            for k in recipe.tile_order:
-                size = recipe.tile_sizes[k]
-                outer.append((lambda s, k=k, size=size: f"floor((d{k})/{size})") if _is_tiled(size, extents[k]) else (lambda s, k=k: f"d{k}"))
-            node = node.insert_partial_schedule(_band(statements, outer))
-            for position in range(depth):
-                node = node.band_member_set_coincident(position, True)
-            node = node.child(0)
-        if len(statements) > 1:
-            filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
-            for s in statements:
-                filters = filters.add(isl.UnionSet.from_set(s.domain()))
-            node = node.insert_sequence(filters)
-            for index, s in enumerate(statements):
-                expressions = inner_band_expressions(scop, s, recipe)
-                node = node.child(index).child(0)
-                if expressions:
-                    node = node.insert_partial_schedule(_band([s], [lambda _, e=e: e for e in expressions]))
-                node = node.parent().parent()
-        else:
-            expressions = inner_band_expressions(scop, statements[0], recipe)
-            if expressions:
-                node = node.insert_partial_schedule(_band(statements, [lambda _, e=e: e for e in expressions]))
-        result = node.get_schedule()
+        result = _main_schedule(prepared, recipe)
+        for copy in reversed(copy_statements(prepared)):
+            result = _copy_schedule(copy).sequence(result)
     except isl.Error as error:
         raise ScheduleError(f"kernel {scop.name}: isl could not build the schedule for recipe {recipe.to_json()}: {error}") from None
     if check:
         from polytf.schedules.legality import check_legality
 
-        check_legality(scop, result, parallel=recipe.parallel)
-    return result
+        check_legality(prepared, result, parallel=recipe.parallel)
+    return ScheduledScop(prepared, recipe, result)
+
+
+def build_schedule(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> isl.Schedule:
+    """The schedule tree of ``scop`` under ``recipe`` (of the transformed Scop when the
+    recipe packs or pads: see :func:`schedule_scop`).
+
+    Raises:
+        ScheduleError: the recipe does not fit the Scop, or (when ``check``) it violates a
+            dependence; the message names the dependence.
+    """
+    return schedule_scop(scop, recipe, check=check).schedule
 
 
 def build_ast(schedule: isl.Schedule) -> isl.AstNode:

@@ -37,6 +37,18 @@ class ScheduleRecipe:
         unroll: innermost loops get this unroll count; 0 lets LLVM decide, 1 disables unrolling.
         parallel: run the outermost loop's iterations on all threads (only legal when it
             carries no dependence).
+        register_tile_sizes: per shared dimension, a second level of tiling inside the
+            (cache) tile of ``tile_sizes``: the anchor's register-tile points become the
+            innermost loops, below its reduction loops, and the code generator emits them as
+            a micro-kernel (unroll-and-jam, accumulators in registers, the last one
+            vectorised explicitly with ``vector_width`` lanes). 0 = no register tile; a
+            register tile needs a cache tile that is a multiple of it.
+        pack: arrays read by the anchor to copy into register-tile panels before the loop
+            nest (:mod:`polytf.schedules.data_layout`).
+        pad: redirect the anchor's guarded reads (Conv2D padding) to a zero-padded copy, so
+            that its iteration domain is a box.
+        algorithm: ``"direct"`` (the anchor as lowered) or ``"im2col"`` (its windowed read
+            gathered into a dense matrix first: im2col + GEMM, for convolutions).
     """
 
     tile_sizes: tuple[int, ...] = ()
@@ -46,6 +58,10 @@ class ScheduleRecipe:
     vector_width: int = 0
     unroll: int = 0
     parallel: bool = False
+    register_tile_sizes: tuple[int, ...] = ()
+    pack: tuple[str, ...] = ()
+    pad: bool = False
+    algorithm: str = "direct"
 
     def steps(self) -> tuple[tuple[str, object], ...]:
         """The recipe as a tuple of named steps, in the order they are applied."""
@@ -77,6 +93,10 @@ class ScheduleRecipe:
                 vector_width=int(data.get("vector_width", 0)),
                 unroll=int(data.get("unroll", 0)),
                 parallel=bool(data.get("parallel", False)),
+                register_tile_sizes=tuple(int(v) for v in data.get("register_tile_sizes", ())),
+                pack=tuple(str(v) for v in data.get("pack", ())),
+                pad=bool(data.get("pad", False)),
+                algorithm=str(data.get("algorithm", "direct")),
             )
         except (TypeError, ValueError) as error:
             raise ScheduleError(f"malformed recipe {data!r}: {error}") from None
@@ -100,6 +120,14 @@ class ScheduleRecipe:
             parts.append("rtile " + "x".join(str(t) if t else "-" for t in self.reduction_tile_sizes))
         if self.point_order:
             parts.append("order " + ",".join(self.point_order))
+        if any(self.register_tile_sizes):
+            parts.append("regtile " + "x".join(str(t) if t else "-" for t in self.register_tile_sizes))
+        if self.pack:
+            parts.append("pack " + ",".join(self.pack))
+        if self.pad:
+            parts.append("pad")
+        if self.algorithm != "direct":
+            parts.append(self.algorithm)
         if self.vector_width:
             parts.append(f"vec {self.vector_width}")
         if self.unroll:

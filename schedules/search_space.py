@@ -8,6 +8,16 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
 - ``point_order``: loop order of the anchor statement, e.g. ``"d0,r0,d1"``
 - ``vector_width``, ``unroll``: LLVM loop hints (0 = LLVM decides)
 - ``parallel``: outermost loop on all threads
+- ``register_tile``: register tile of the last two shared dimensions, e.g. ``"6x16"``
+  (``"0x16"``: only the last one; ``"none"``); the last size is a multiple of the
+  target's vector lanes and the accumulators fit in its vector registers. Cache tiles of
+  register-tiled dimensions are rounded to multiples of the register tile.
+- ``pack``: ``"none"``, ``"panels"`` (pack the operands indexed by the vectorised
+  dimension, e.g. MatMul's B) or ``"all"`` (every packable operand)
+- ``pad``: zero-pad a Conv2D's input so its domain is a box (only offered for guarded
+  sums of products)
+- ``algorithm``: ``"direct"`` or ``"im2col"`` (im2col + GEMM; offered for sums of
+  products with one windowed read, i.e. convolutions)
 
 Only legal choices are offered: a tile order may start with a dimension only if that
 dimension carries no dependence (isl, :func:`polytf.schedules.legality.carries_no_dependence`),
@@ -22,7 +32,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from polytf.poly.expression import AffineExpr
 from polytf.poly.scop import Scop
+from polytf.schedules.data_layout import is_sum_of_products
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
@@ -30,19 +42,41 @@ from polytf.schedules.structure import anchor_statement, shared_band_depth
 VECTOR_WIDTHS = (0, 1, 4, 8, 16)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
 MAX_TILE = 512
+#: Vector registers of x86-64 (ymm0-15 with AVX2, zmm0-31 with AVX-512).
+VECTOR_REGISTERS = {8: 16, 16: 32, 4: 16}
 
 
 def tile_choices(extent: int, minimum: int = 2) -> tuple[int, ...]:
-    """0 (untiled), the powers of two in ``[minimum, min(extent, MAX_TILE))`` and the
-    extent itself (one tile: the loop moves inside the group's sequence)."""
+    """0 (untiled), the powers of two in ``[minimum, min(extent, MAX_TILE))``, a few
+    multiples of 3 (for register tiles of 3 and 6 rows) and the extent itself (one tile:
+    the loop moves inside the group's sequence)."""
     sizes = [0]
     size = minimum
     while size < min(extent, MAX_TILE + 1):
         sizes.append(size)
         size *= 2
+    sizes += [t for t in (48, 96, 192, 384) if t < extent and t >= minimum]
     if extent <= MAX_TILE and extent not in sizes:
         sizes.append(extent)
-    return tuple(sizes)
+    return tuple(sorted(set(sizes)))
+
+
+def register_tile_choices(outer_extent: int | None, inner_extent: int, lanes: int) -> tuple[str, ...]:
+    """Register tiles ``"AxB"`` of the last two shared dimensions: ``B`` a multiple of the
+    vector lanes, ``A * B / lanes`` accumulators between a quarter and three quarters of
+    the vector registers (the rest hold operands), after Low et al., TOMS 2016."""
+    registers = VECTOR_REGISTERS.get(lanes, 16)
+    choices = ["none"]
+    for b in (lanes, 2 * lanes, 3 * lanes, 4 * lanes):
+        if b > max(lanes, inner_extent + lanes - 1):
+            continue
+        for a in (0, 2, 3, 4, 6, 8, 12, 14):
+            if a and (outer_extent is None or a > outer_extent):
+                continue
+            accumulators = max(a, 1) * b // lanes
+            if registers // 4 <= accumulators <= registers * 3 // 4 or (a == 0 and accumulators <= registers // 2):
+                choices.append(f"{a}x{b}")
+    return tuple(choices)
 
 
 def _order_text(order) -> str:
@@ -72,9 +106,13 @@ class SearchSpace:
     dimensions: tuple[tuple[str, tuple], ...]
     depth: int
     reduction_iterators: tuple[str, ...]
+    extents: tuple[int, ...] = ()
+    #: ``(array, iterators of its index)`` of the anchor's reads that can be packed.
+    packable: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @staticmethod
-    def for_scop(scop: Scop, threads: int = 1) -> SearchSpace:
+    def for_scop(scop: Scop, threads: int = 1, lanes: int = 8) -> SearchSpace:
+        """The space of ``scop`` for ``threads`` threads and ``lanes`` float32 vector lanes."""
         depth = shared_band_depth(scop)
         anchor = anchor_statement(scop)
         extents = anchor.extents
@@ -98,7 +136,16 @@ class SearchSpace:
         dims.append(("unroll", UNROLL_COUNTS))
         parallel_ok = threads > 1 and depth > 0 and any(coincident)
         dims.append(("parallel", (False, True) if parallel_ok else (False,)))
-        return SearchSpace(tuple(dims), depth, anchor.reduction_iterators)
+        packable = _packable_operands(scop, anchor)
+        if depth:
+            dims.append(("register_tile", register_tile_choices(extents[depth - 2] if depth > 1 else None, extents[depth - 1], lanes)))
+            dims.append(("pack", ("none", "panels", "all") if packable else ("none",)))
+        pad_ok = bool(anchor.constraints) and is_sum_of_products(anchor)
+        dims.append(("pad", (False, True) if pad_ok else (False,)))
+        windowed = [a for a in anchor.value.loads() if a != anchor.write and a.array not in {p for p, _ in packable}]
+        im2col_ok = depth > 0 and is_sum_of_products(anchor) and len(set(windowed)) == 1 and all(isinstance(i, AffineExpr) for i in windowed[0].index)
+        dims.append(("algorithm", ("direct", "im2col") if im2col_ok else ("direct",)))
+        return SearchSpace(tuple(dims), depth, anchor.reduction_iterators, tuple(extents[:depth]), packable)
 
     def choices(self, name: str) -> tuple:
         return dict(self.dimensions)[name]
@@ -111,14 +158,39 @@ class SearchSpace:
 
     def recipe(self, params: dict) -> ScheduleRecipe:
         """The recipe for one assignment of every dimension."""
+        tiles = [int(params[f"tile_d{k}"]) for k in range(self.depth)]
+        registers = [0] * self.depth
+        choice = str(params.get("register_tile", "none"))
+        if self.depth and choice != "none":
+            a, b = (int(v) for v in choice.split("x"))
+            registers[self.depth - 1] = b
+            if self.depth > 1:
+                registers[self.depth - 2] = a
+            for k, size in enumerate(registers):
+                if size:
+                    # round the cache tile to a multiple of the register tile
+                    tile = tiles[k] if tiles[k] else -(-self.extents[k] // size) * size
+                    tiles[k] = max(size, tile // size * size)
+        pack: tuple[str, ...] = ()
+        mode = str(params.get("pack", "none"))
+        tiled = {f"d{k}" for k, size in enumerate(registers) if size}
+        if mode != "none" and tiled:
+            last = f"d{self.depth - 1}"
+            for array, iterators in self.packable:
+                if mode == "all" and tiled & set(iterators) or mode == "panels" and last in iterators and last in tiled:
+                    pack += (array,)
         return ScheduleRecipe(
-            tile_sizes=tuple(int(params[f"tile_d{k}"]) for k in range(self.depth)),
+            tile_sizes=tuple(tiles),
             tile_order=tuple(int(x) for x in str(params["tile_order"]).split(",")) if self.depth else (),
             reduction_tile_sizes=tuple(int(params[f"reduction_tile_{r}"]) for r in self.reduction_iterators),
             point_order=tuple(str(params["point_order"]).split(",")),
             vector_width=int(params["vector_width"]),
             unroll=int(params["unroll"]),
             parallel=bool(params["parallel"]),
+            register_tile_sizes=tuple(registers) if any(registers) else (),
+            pack=pack,
+            pad=bool(params.get("pad", False)),
+            algorithm=str(params.get("algorithm", "direct")),
         )
 
     def params(self, recipe: ScheduleRecipe) -> dict:
@@ -132,6 +204,25 @@ class SearchSpace:
         result["vector_width"] = recipe.vector_width
         result["unroll"] = recipe.unroll
         result["parallel"] = recipe.parallel and True in self.choices("parallel")
+        if self.depth:
+            registers = recipe.register_tile_sizes or (0,) * self.depth
+            if any(registers):
+                result["register_tile"] = f"{registers[self.depth - 2] if self.depth > 1 else 0}x{registers[self.depth - 1]}"
+            else:
+                result["register_tile"] = "none"
+            packable = {array for array, _ in self.packable}
+            if not recipe.pack:
+                result["pack"] = "none"
+            else:
+                result["pack"] = "all" if set(recipe.pack) == packable and len(packable) > 1 else "panels"
+        result["pad"] = recipe.pad
+        result["algorithm"] = recipe.algorithm
+        for k, size in enumerate(recipe.register_tile_sizes or ()):
+            # a cache tile rounded by recipe(): find the choice that rounds to it
+            choices = self.choices(f"tile_d{k}")
+            if size and result[f"tile_d{k}"] not in choices:
+                rounded = {c: max(size, (c if c else -(-self.extents[k] // size) * size) // size * size) for c in choices}
+                result[f"tile_d{k}"] = next((c for c, t in rounded.items() if t == result[f"tile_d{k}"]), result[f"tile_d{k}"])
         return result
 
     def contains(self, recipe: ScheduleRecipe) -> bool:
@@ -145,19 +236,66 @@ class SearchSpace:
         return self.recipe(params)
 
     def heuristic_recipes(self) -> list[ScheduleRecipe]:
-        """A few hand-written starting points for the tuner (innermost output dimension
-        last and vectorised, reductions just outside it)."""
+        """Hand-written starting points for the tuner, best guesses first: for contractions,
+        BLIS-like recipes (register tile, packed panels, cache tiles of the last dimension
+        and the reduction); then the innermost output dimension last and vectorised."""
+        result = []
+        registers = [c for c in (self.choices("register_tile") if self.depth else ()) if c != "none"]
+        preferred_registers = [c for c in ("6x16", "4x16", "6x32", "8x32", "4x24", "0x16", "3x16", "2x16", "0x8", "4x8", "0x32") if c in registers]
+        parallel = self.choices("parallel")[-1]
+        if self.depth and preferred_registers:
+            base = {name: values[0] for name, values in self.dimensions}
+            base["parallel"] = parallel
+            base["pad"] = self.choices("pad")[-1]
+            base["pack"] = "panels" if "panels" in self.choices("pack") else "none"
+            orders = self.choices("point_order")
+            # outer loops: innermost output dimension outermost (B panel reused in L1/L2)
+            base["point_order"] = orders[0]
+            for r in self.reduction_iterators[:1]:
+                extent_choices = self.choices(f"reduction_tile_{r}")
+                base[f"reduction_tile_{r}"] = 256 if 256 in extent_choices and max(extent_choices) > 256 else 0
+            last = self.depth - 1
+            for register in preferred_registers[:3]:
+                a, b = (int(v) for v in register.split("x"))
+                for inner_tile, outer_tile in ((256, 96), (512, 48)):
+                    params = dict(base)
+                    params["register_tile"] = register
+                    params[f"tile_d{last}"] = inner_tile if inner_tile in self.choices(f"tile_d{last}") else 0
+                    if self.depth > 1:
+                        params[f"tile_d{last - 1}"] = outer_tile if outer_tile in self.choices(f"tile_d{last - 1}") else 0
+                    result.append(self.recipe(params))
+            if "im2col" in self.choices("algorithm") and result:
+                params = dict(self.params(result[0]))
+                params["algorithm"] = "im2col"
+                result.append(self.recipe(params))
         orders = self.choices("point_order")
         preferred = [o for o in orders if o.split(",")[-1].startswith("d")]
-        result = []
         for order in preferred[-2:] + preferred[:1]:
             for width in (8, 16):
                 params = {name: values[0] for name, values in self.dimensions}
                 params["point_order"] = order
                 params["vector_width"] = width
-                params["parallel"] = self.choices("parallel")[-1]
+                params["parallel"] = parallel
                 if self.depth:
-                    last = self.choices(f"tile_d{self.depth - 1}")
-                    params[f"tile_d{self.depth - 1}"] = 64 if 64 in last else max(last)
+                    last_choices = self.choices(f"tile_d{self.depth - 1}")
+                    params[f"tile_d{self.depth - 1}"] = 64 if 64 in last_choices else max(last_choices)
                 result.append(self.recipe(params))
         return list(dict.fromkeys(result))
+
+
+def _packable_operands(scop: Scop, anchor) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Reads of the anchor whose index is a permutation of its iterators (packable)."""
+    result = []
+    for access in anchor.value.loads():
+        if access == anchor.write or any(array == access.array for array, _ in result):
+            continue
+        names = []
+        for index in access.index:
+            if not isinstance(index, AffineExpr) or len(index.terms) != 1 or index.terms[0][1] != 1 or index.constant:
+                break
+            names.append(index.terms[0][0])
+        else:
+            if len(set(names)) == len(names) and scop.array(access.array).role == "input":
+                result.append((access.array, tuple(names)))
+    return tuple(dict.fromkeys(result))
+

@@ -11,14 +11,29 @@ from __future__ import annotations
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 
+#: ``Statement.op`` of the copy statements added by data-layout transformations
+#: (:mod:`polytf.schedules.data_layout`); they run before the loop nest.
+COPY_OP = "polytf.copy"
+
+
+def main_statements(scop: Scop) -> tuple[Statement, ...]:
+    """The statements of the fusion group itself (without data-layout copy statements)."""
+    return tuple(s for s in scop.statements if s.op != COPY_OP)
+
+
+def copy_statements(scop: Scop) -> tuple[Statement, ...]:
+    """The data-layout copy statements, in program order."""
+    return tuple(s for s in scop.statements if s.op == COPY_OP)
+
 
 def shared_band_depth(scop: Scop) -> int:
     """Largest ``p`` such that every statement's first ``p`` iterators are
     ``d0..d{p-1}`` with identical extents."""
-    depth = min(len(s.output_iterators) for s in scop.statements)
+    statements = main_statements(scop)
+    depth = min(len(s.output_iterators) for s in statements)
     for p in range(depth):
-        names = {s.iterators[p] for s in scop.statements}
-        extents = {s.extents[p] for s in scop.statements}
+        names = {s.iterators[p] for s in statements}
+        extents = {s.extents[p] for s in statements}
         if names != {f"d{p}"} or len(extents) != 1:
             return p
     return depth
@@ -27,10 +42,11 @@ def shared_band_depth(scop: Scop) -> int:
 def shared_extents(scop: Scop) -> tuple[int, ...]:
     """Extents of the shared band's dimensions."""
     depth = shared_band_depth(scop)
-    return tuple(scop.statements[0].extents[:depth])
+    return tuple(main_statements(scop)[0].extents[:depth])
 
 
 def anchor_statement(scop: Scop) -> Statement:
     """The statement with the most iterators (first in program order among equals):
     the MatMul or Conv2D update of a contraction group, the heaviest loop nest."""
-    return max(scop.statements, key=lambda s: (len(s.iterators), -scop.statements.index(s)))
+    statements = main_statements(scop)
+    return max(statements, key=lambda s: (len(s.iterators), -statements.index(s)))

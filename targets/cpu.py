@@ -22,7 +22,7 @@ import llvmlite.binding as llvm
 from polytf.config import CodegenConfig
 from polytf.errors import CompileError
 from polytf.poly.scop import Scop
-from polytf.schedules.builder import build_ast, build_schedule
+from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.llvm_codegen import KernelModuleBuilder
 from polytf.targets.target import CompiledKernel, Target
@@ -100,6 +100,16 @@ class CpuTarget(Target):
         target = llvm.Target.from_triple(self.triple)
         return target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=self.config.optimization_level, codemodel="jitdefault")
 
+    @property
+    def native_vector_width(self) -> int:
+        """float32 lanes of the widest vector registers the target has (16, 8 or 4)."""
+        enabled = {f[1:] for f in self.features.split(",") if f.startswith("+")}
+        if "avx512f" in enabled:
+            return 16
+        if "avx" in enabled:
+            return 8
+        return 4
+
     def fingerprint(self) -> dict:
         return {
             "target": self.name,
@@ -113,9 +123,15 @@ class CpuTarget(Target):
 
     def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe) -> str:
         """Unoptimised LLVM IR of the kernel (raises ScheduleError / CodegenError)."""
-        schedule = build_schedule(scop, recipe)
+        scheduled = schedule_scop(scop, recipe)
         builder = KernelModuleBuilder(
-            scop, build_ast(schedule), vector_width=recipe.vector_width, unroll=recipe.unroll, parallel=recipe.parallel and openmp_available(), fast_math=self.config.fast_math
+            scheduled.scop,
+            build_ast(scheduled.schedule),
+            vector_width=recipe.vector_width,
+            unroll=recipe.unroll,
+            parallel=recipe.parallel and openmp_available(),
+            fast_math=self.config.fast_math,
+            native_vector_width=self.native_vector_width,
         )
         module = builder.build()
         module.triple = self.triple

@@ -13,18 +13,25 @@ distribution, legal because that loop carries no dependence).
 
 Innermost loops carry ``llvm.loop`` metadata for the vector width and unroll count
 of the recipe (LLVM LangRef, "'llvm.loop' metadata").
+
+A ``microkernel`` mark (:mod:`polytf.schedules.builder`) is emitted by
+:mod:`polytf.targets.microkernel`: register-tile points unrolled and jammed,
+accumulators kept in registers across the reduction loops, the innermost register
+dimension vectorised with LLVM vector types. Arrays of role ``"scratch"`` (packed or
+zero-padded copies) are module globals, not kernel arguments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import islpy as isl
 import llvmlite.ir as ir
 
 from polytf.errors import CodegenError
-from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, Load, Unary
+from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
 from polytf.poly.scop import Scop
+from polytf.targets.linear_form import LinearForm, linear_form_of_ast
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
@@ -68,9 +75,21 @@ class KernelModuleBuilder:
         unroll: 0 = LLVM decides, 1 = no unrolling, n = unroll count on innermost loops.
         parallel: distribute the outermost loop over threads (requires the AST root to be a loop).
         fast_math: reassociation/contraction flags on float arithmetic.
+        native_vector_width: float32 lanes of the target's vector registers (the
+            micro-kernel's width when ``vector_width`` is 0).
     """
 
-    def __init__(self, scop: Scop, ast: isl.AstNode, *, vector_width: int = 0, unroll: int = 0, parallel: bool = False, fast_math: bool = True) -> None:
+    def __init__(
+        self,
+        scop: Scop,
+        ast: isl.AstNode,
+        *,
+        vector_width: int = 0,
+        unroll: int = 0,
+        parallel: bool = False,
+        fast_math: bool = True,
+        native_vector_width: int = 8,
+    ) -> None:
         for array in scop.arrays:
             if array.dtype != "float32":
                 raise CodegenError(f"kernel {scop.name}: array {array.name} ({array.tensor}) has dtype {array.dtype}; only float32 is generated")
@@ -78,8 +97,16 @@ class KernelModuleBuilder:
         self.ast = ast
         self.vector_width = vector_width
         self.unroll = unroll
-        self.parallel = parallel and ast.get_type() == isl.ast_node_type.for_
+        self.parallel = parallel and ast.get_type() in (isl.ast_node_type.for_, isl.ast_node_type.block)
         self.flags = ("fast",) if fast_math else ()
+        self.native_vector_width = native_vector_width
+        self.arguments = tuple(a for a in scop.arrays if a.role != "scratch")
+        self.scratch = tuple(a for a in scop.arrays if a.role == "scratch")
+        self._opaque_count = 0
+        #: constant bounds of the enclosing loops whose bounds are constants
+        self.loop_ranges: dict[str, tuple[int, int]] = {}
+        self._point_forms: dict | None = None
+        self._point_env: Mapping[str, ir.Value] = {}
         self.module = ir.Module(name=scop.name)
         self.statements = {s.name: s for s in scop.statements}
         self.strides = {a.name: _row_major_strides(a.shape) for a in scop.arrays}
@@ -100,19 +127,58 @@ class KernelModuleBuilder:
 
     # -- functions -------------------------------------------------------------------------
     def _emit_body(self) -> ir.Function:
-        argument_types = [F32_POINTER] * len(self.scop.arrays) + [I64, I64]
+        argument_types = [F32_POINTER] * len(self.arguments) + [I64, I64]
         function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), argument_types), name=f"{self.scop.name}_body")
         function.linkage = "internal"
-        for argument, array in zip(function.args, self.scop.arrays):
+        for argument, array in zip(function.args, self.arguments):
             argument.name = array.name
             argument.add_attribute("noalias")
             self.pointers[array.name] = argument
+        for array in self.scratch:
+            size = 1
+            for extent in array.shape:
+                size *= int(extent)
+            storage = ir.GlobalVariable(self.module, ir.ArrayType(F32, size), name=f"{self.scop.name}_{array.name}")
+            storage.linkage = "internal"
+            storage.align = 64
+            storage.initializer = ir.Constant(ir.ArrayType(F32, size), None)
+            self.pointers[array.name] = storage.gep([ir.Constant(I32, 0), ir.Constant(I32, 0)])
         self.thread, self.threads = function.args[-2], function.args[-1]
         self.thread.name, self.threads.name = "thread", "threads"
-        self.builder = ir.IRBuilder(function.append_basic_block("entry"))
-        self._emit_node(self.ast, {}, outermost=True)
+        self.entry_block = function.append_basic_block("entry")
+        self.builder = ir.IRBuilder(function.append_basic_block("start"))
+        if self.parallel and self.ast.get_type() == isl.ast_node_type.block:
+            self._emit_parallel_sequence(self.ast)
+        else:
+            self._emit_node(self.ast, {}, outermost=True)
         self.builder.ret_void()
+        ir.IRBuilder(self.entry_block).branch(function.blocks[1])
         return function
+
+    def _emit_parallel_sequence(self, block: isl.AstNode) -> None:
+        """Each loop of a top-level sequence runs on all threads, with a barrier after it;
+        other nodes run on thread 0."""
+        barrier = self._declare_void("GOMP_barrier", [])
+        children = block.block_get_children()
+        for i in range(children.n_ast_node()):
+            child = children.get_at(i)
+            if child.get_type() == isl.ast_node_type.for_:
+                self._emit_for(child, {}, distribute=True)
+            else:
+                with self.builder.if_then(self.builder.icmp_signed("==", self.thread, ir.Constant(I64, 0))):
+                    self._emit_node(child, {})
+            if i + 1 < children.n_ast_node():
+                self.builder.call(barrier, [])
+
+    def alloca(self, type_: ir.Type, name: str = "") -> ir.Value:
+        """A stack slot in the entry block (promoted to registers by LLVM's SROA)."""
+        return ir.IRBuilder(self.entry_block).alloca(type_, name=name)
+
+    def _declare_void(self, name: str, arguments: list[ir.Type]) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(ir.VoidType(), arguments), name=name)
 
     def _emit_entry(self, body: ir.Function) -> None:
         entry = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64]), name=self.entry_name)
@@ -121,7 +187,7 @@ class KernelModuleBuilder:
         builder = ir.IRBuilder(entry.append_basic_block("entry"))
 
         def unpack(b: ir.IRBuilder, table: ir.Value) -> list[ir.Value]:
-            return [b.bitcast(b.load(b.gep(table, [ir.Constant(I64, i)])), F32_POINTER) for i in range(len(self.scop.arrays))]
+            return [b.bitcast(b.load(b.gep(table, [ir.Constant(I64, i)])), F32_POINTER) for i in range(len(self.arguments))]
 
         if not self.parallel:
             builder.call(body, unpack(builder, arrays) + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
@@ -171,22 +237,48 @@ class KernelModuleBuilder:
         elif kind == isl.ast_node_type.user:
             self._emit_statement(node.user_get_expr(), env)
         elif kind == isl.ast_node_type.mark:
-            self._emit_node(node.mark_get_node(), env, outermost)
+            from polytf.targets.microkernel import emit_microkernel
+
+            if not (node.mark_get_id().get_name().startswith("microkernel") and emit_microkernel(self, node, env)):
+                self._emit_node(node.mark_get_node(), env, outermost)
         else:
             raise CodegenError(f"kernel {self.scop.name}: unsupported AST node type {kind}")
 
     def _emit_for(self, node: isl.AstNode, env: dict[str, ir.Value], distribute: bool) -> None:
-        b = self.builder
         iterator = node.for_get_iterator().get_id().get_name()
         start = self._expression(node.for_get_init(), env)
         step = self._expression(node.for_get_inc(), env)
+        innermost = not _contains_loop(node.for_get_body())
+        self.loop_ranges.pop(iterator, None)
+        initial = linear_form_of_ast(node.for_get_init(), {})
+        condition = node.for_get_cond()
+        if initial is not None and initial.is_constant and condition.get_type() == isl.ast_expr_type.op and condition.op_get_type() in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+            bound = linear_form_of_ast(condition.op_get_arg(1), {})
+            if bound is not None and bound.is_constant and not distribute:
+                last = bound.constant - (1 if condition.op_get_type() == isl.ast_expr_op_type.lt else 0)
+                self.loop_ranges[iterator] = (initial.constant, max(initial.constant, last))
+        self.emit_loop(iterator, start, step, lambda inner: self._expression(node.for_get_cond(), inner), env, lambda inner: self._emit_node(node.for_get_body(), inner), distribute, innermost)
+
+    def emit_loop(
+        self,
+        iterator: str,
+        start: ir.Value,
+        step: ir.Value,
+        condition: Callable[[dict[str, ir.Value]], ir.Value],
+        env: dict[str, ir.Value],
+        body: Callable[[dict[str, ir.Value]], None],
+        distribute: bool = False,
+        innermost: bool = False,
+    ) -> None:
+        """Emit ``for (iterator = start; condition; iterator += step) body`` at the builder."""
+        b = self.builder
         if distribute:
             start = b.add(start, b.mul(self.thread, step), flags=["nsw"])
             step = b.mul(step, self.threads, flags=["nsw"])
         preheader = b.block
         function = preheader.function
         header = function.append_basic_block(f"{iterator}.header")
-        body = function.append_basic_block(f"{iterator}.body")
+        body_block = function.append_basic_block(f"{iterator}.body")
         latch = function.append_basic_block(f"{iterator}.latch")
         exit_block = function.append_basic_block(f"{iterator}.exit")
         b.branch(header)
@@ -195,15 +287,15 @@ class KernelModuleBuilder:
         induction.add_incoming(start, preheader)
         inner = dict(env)
         inner[iterator] = induction
-        b.cbranch(self._expression(node.for_get_cond(), inner), body, exit_block)
-        b.position_at_end(body)
-        self._emit_node(node.for_get_body(), inner)
+        b.cbranch(condition(inner), body_block, exit_block)
+        b.position_at_end(body_block)
+        body(inner)
         b.branch(latch)
         b.position_at_end(latch)
         following = b.add(induction, step, name=f"{iterator}.next", flags=["nsw"])
         back_edge = b.branch(header)
-        induction.add_incoming(following, latch)
-        if not _contains_loop(node.for_get_body()):
+        induction.add_incoming(following, b.block)
+        if innermost:
             metadata = self._loop_metadata()
             if metadata is not None:
                 back_edge.set_metadata("llvm.loop", metadata)
@@ -241,24 +333,97 @@ class KernelModuleBuilder:
         if len(values) != len(statement.iterators):
             raise CodegenError(f"kernel {self.scop.name}: statement {name} called with {len(values)} of {len(statement.iterators)} iterators")
         point = dict(zip(statement.iterators, values))
+        forms = [linear_form_of_ast(call.op_get_arg(i + 1), {}) for i in range(len(values))]
+        self._point_forms = dict(zip(statement.iterators, forms)) if all(f is not None for f in forms) else None
+        self._point_env = env
         value = self._value(statement.value, point)
         self.builder.store(value, self._address(statement.write.array, statement.write.index, point), align=4)
+        self._point_forms = None
 
-    def _address(self, array: str, index: tuple[AffineExpr, ...], point: Mapping[str, ir.Value]) -> ir.Value:
+    def _address(self, array: str, index: tuple, point: Mapping[str, ir.Value]) -> ir.Value:
         b = self.builder
         strides = self.strides[array]
         terms: dict[str, int] = {}
         constant = 0
+        offset = None
         for expression, stride in zip(index, strides):
+            if isinstance(expression, (FloorDiv, Modulo)):
+                value = self._quasi_affine(expression, point)
+                scaled = value if stride == 1 else b.mul(value, ir.Constant(I64, stride), flags=["nsw"])
+                offset = scaled if offset is None else b.add(offset, scaled, flags=["nsw"])
+                continue
             constant += expression.constant * stride
             for iterator, coefficient in expression.terms:
                 terms[iterator] = terms.get(iterator, 0) + coefficient * stride
-        offset = ir.Constant(I64, constant)
+        total = ir.Constant(I64, constant) if offset is None else b.add(offset, ir.Constant(I64, constant), flags=["nsw"])
         for iterator, coefficient in sorted(terms.items()):
             if coefficient:
                 scaled = point[iterator] if coefficient == 1 else b.mul(point[iterator], ir.Constant(I64, coefficient), flags=["nsw"])
-                offset = b.add(offset, scaled, flags=["nsw"])
-        return b.gep(self.pointers[array], [offset], inbounds=True)
+                total = b.add(total, scaled, flags=["nsw"])
+        return b.gep(self.pointers[array], [total], inbounds=True)
+
+    def _affine_value(self, expression: AffineExpr, point: Mapping[str, ir.Value]) -> ir.Value:
+        b = self.builder
+        total = ir.Constant(I64, expression.constant)
+        for iterator, coefficient in expression.terms:
+            total = b.add(total, b.mul(point[iterator], ir.Constant(I64, coefficient), flags=["nsw"]), flags=["nsw"])
+        return total
+
+    def _quasi_affine(self, expression: FloorDiv | Modulo, point: Mapping[str, ir.Value]) -> ir.Value:
+        """floor division / non-negative remainder by a positive constant. When the
+        numerator is ``divisor * X + R`` with ``R`` provably inside one block of
+        ``divisor`` (from constant loop bounds), the result is ``X + q`` / ``R - divisor*q``,
+        which LLVM can vectorise; otherwise a run-time floor division."""
+        forms = getattr(self, "_point_forms", None)
+        if forms is not None:
+            numerator = LinearForm.of_constant(expression.numerator.constant)
+            for name, coefficient in expression.numerator.terms:
+                numerator = numerator + forms[name].scaled(coefficient)
+            d = expression.divisor
+            divisible = LinearForm(tuple((n, c) for n, c in numerator.terms if c % d == 0))
+            remainder = numerator - divisible
+            bounds = self._range_of(remainder)
+            if bounds is not None and bounds[0] // d == bounds[1] // d:
+                q = bounds[0] // d
+                result = divisible.floor_divided(d) + q if isinstance(expression, FloorDiv) else remainder - d * q
+                return self.materialize(result, self._point_env)
+        return self.floor_div_or_mod(self._affine_value(expression.numerator, point), expression.divisor, isinstance(expression, Modulo))
+
+    def floor_div_or_mod(self, value: ir.Value, divisor: int, modulo: bool) -> ir.Value:
+        b = self.builder
+        d = ir.Constant(I64, divisor)
+        negative = b.icmp_signed("<", value, ir.Constant(I64, 0))
+        adjusted = b.select(negative, b.add(b.sub(value, d), ir.Constant(I64, 1)), value)
+        quotient = b.sdiv(adjusted, d)
+        return b.sub(value, b.mul(quotient, d)) if modulo else quotient
+
+    def _range_of(self, form: LinearForm) -> tuple[int, int] | None:
+        """Constant bounds of a linear form over loops with constant bounds, else None."""
+        low = high = form.constant
+        for name, coefficient in form.terms:
+            bounds = self.loop_ranges.get(name)
+            if bounds is None:
+                return None
+            a, b = coefficient * bounds[0], coefficient * bounds[1]
+            low, high = low + min(a, b), high + max(a, b)
+        return low, high
+
+    def opaque_name(self) -> str:
+        """A fresh name for a value a linear form refers to."""
+        self._opaque_count += 1
+        return f"%opaque{self._opaque_count}"
+
+    def materialize(self, form: LinearForm, env: Mapping[str, ir.Value]) -> ir.Value:
+        """The i64 value of a linear form whose names are bound in ``env``."""
+        b = self.builder
+        total = None
+        for name, coefficient in form.terms:
+            value = env[name]
+            scaled = value if coefficient == 1 else b.mul(value, ir.Constant(I64, coefficient), flags=["nsw"])
+            total = scaled if total is None else b.add(total, scaled, flags=["nsw"])
+        if total is None:
+            return ir.Constant(I64, form.constant)
+        return b.add(total, ir.Constant(I64, form.constant), flags=["nsw"]) if form.constant else total
 
     def _value(self, expression: Expr, point: Mapping[str, ir.Value]) -> ir.Value:
         b = self.builder

@@ -85,15 +85,71 @@ AffineLike = AffineExpr | str | int
 
 
 @dataclass(frozen=True)
+class FloorDiv:
+    """``floor(numerator / divisor)`` for a positive constant divisor: a quasi-affine index
+    (isl manual, "Integer Division"); used by packed-panel layouts."""
+
+    numerator: AffineExpr
+    divisor: int
+
+    def __post_init__(self) -> None:
+        if self.divisor <= 0:
+            raise ValueError(f"FloorDiv needs a positive divisor, not {self.divisor}")
+
+    @property
+    def iterators(self) -> tuple[str, ...]:
+        return self.numerator.iterators
+
+    def evaluate(self, point: Mapping[str, int]) -> int:
+        return self.numerator.evaluate(point) // self.divisor
+
+    def to_isl(self) -> str:
+        return f"floor(({self.numerator.to_isl()})/{self.divisor})"
+
+    def __str__(self) -> str:
+        return f"({self.numerator}) // {self.divisor}"
+
+
+@dataclass(frozen=True)
+class Modulo:
+    """``numerator mod divisor`` (non-negative remainder) for a positive constant divisor."""
+
+    numerator: AffineExpr
+    divisor: int
+
+    def __post_init__(self) -> None:
+        if self.divisor <= 0:
+            raise ValueError(f"Modulo needs a positive divisor, not {self.divisor}")
+
+    @property
+    def iterators(self) -> tuple[str, ...]:
+        return self.numerator.iterators
+
+    def evaluate(self, point: Mapping[str, int]) -> int:
+        return self.numerator.evaluate(point) % self.divisor
+
+    def to_isl(self) -> str:
+        return f"(({self.numerator.to_isl()}) mod {self.divisor})"
+
+    def __str__(self) -> str:
+        return f"({self.numerator}) % {self.divisor}"
+
+
+#: One index of an access: affine, or quasi-affine (floor division / modulo by a constant).
+IndexExpr = AffineExpr | FloorDiv | Modulo
+
+
+@dataclass(frozen=True)
 class Access:
-    """One element of an array: ``array[index...]`` with affine indices (row-major layout)."""
+    """One element of an array: ``array[index...]`` with affine (or quasi-affine) indices
+    (row-major layout)."""
 
     array: str
-    index: tuple[AffineExpr, ...]
+    index: tuple[IndexExpr, ...]
 
     @staticmethod
-    def of(array: str, *index: AffineLike) -> Access:
-        return Access(array, tuple(AffineExpr.of(i) for i in index))
+    def of(array: str, *index: AffineLike | FloorDiv | Modulo) -> Access:
+        return Access(array, tuple(i if isinstance(i, (FloorDiv, Modulo)) else AffineExpr.of(i) for i in index))
 
     def to_isl(self, statement: str, iterators: tuple[str, ...]) -> str:
         """isl map text ``{ S[i, j] -> A[i, j + 1] }``."""

@@ -1,0 +1,241 @@
+"""Data-layout transformations of a Scop: operand packing and zero-padding.
+
+Both add *copy statements* that run before the loop nest (the schedule builder places
+them first, each as its own band) and rewrite the anchor statement's reads to the copy:
+
+- **Packing** (Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication",
+  TOMS 2008; Gareev, Grosser & Kruse, "High-Performance Generalized Tensor Operations: A
+  Compiler-Oriented Approach", TACO 2018): an operand read by the anchor is copied into
+  register-tile panels, so the micro-kernel streams it contiguously. For ``B[r0, d1]`` with
+  a register tile of 16 on ``d1``, the packed array is ``P[floor(d1/16), r0, d1 mod 16]``.
+- **im2col** (Chellapilla et al., "High Performance Convolutional Neural Networks for
+  Document Processing", 2006): the anchor's read that is not a plain permutation of its
+  iterators (a Conv2D's input window) is gathered into a dense array indexed by the
+  iterators it depends on, ``X_col[n, oh, ow, kh, kw, c]``; the convolution then is a
+  matrix product over contiguous rows, run by the same micro-kernel (im2col + GEMM).
+- **Zero-padding**: a read that the anchor guards with domain constraints (a Conv2D's
+  SAME padding) is redirected to a zero-padded copy of its array, and the constraints are
+  dropped, so every register tile of the convolution is a full one. Legal only for
+  sum-of-products reductions ``W = W + X * ...``, where a zero read adds nothing.
+
+The new arrays have role ``"scratch"``: the code generator allocates them as module
+globals, so they are not kernel arguments (a kernel is then not re-entrant).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polytf.errors import ScheduleError
+from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo
+from polytf.poly.scop import ArrayInfo, Scop
+from polytf.poly.statement import Statement
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.structure import COPY_OP, anchor_statement, shared_band_depth
+
+SCRATCH = "scratch"
+#: Algorithms of a contraction's anchor statement: as written, or im2col + GEMM.
+ALGORITHMS = ("direct", "im2col")
+
+
+def apply_data_layout(scop: Scop, recipe: ScheduleRecipe) -> Scop:
+    """The Scop with the recipe's zero-padding and packing applied (``scop`` itself when the
+    recipe asks for neither).
+
+    Raises:
+        ScheduleError: the recipe packs an array the anchor does not read as a plain
+            permutation of its iterators, packs without a register tile on any of the
+            array's iterators, or pads a statement that is not a sum of products.
+    """
+    if not recipe.pad and not recipe.pack and recipe.algorithm == "direct":
+        return scop
+    if recipe.algorithm not in ALGORITHMS:
+        raise ScheduleError(f"kernel {scop.name}: unknown algorithm {recipe.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if any(s.op == COPY_OP for s in scop.statements):
+        raise ScheduleError(f"kernel {scop.name}: data-layout transformations were already applied")
+    copies: list[Statement] = []
+    arrays = list(scop.arrays)
+    anchor = anchor_statement(scop)
+    value = anchor.value
+    constraints = anchor.constraints
+    if recipe.pad or (recipe.algorithm == "im2col" and constraints):
+        value, constraints = _zero_pad(scop, anchor, copies, arrays)
+    if recipe.algorithm == "im2col":
+        value = _im2col(scop, anchor, value, copies, arrays)
+    for name in recipe.pack:
+        value = _pack(scop, anchor, recipe, name, value, copies, arrays)
+    rewritten = Statement(anchor.name, anchor.iterators, anchor.extents, anchor.write, value, constraints, anchor.node, anchor.op)
+    statements = tuple(copies) + tuple(rewritten if s is anchor else s for s in scop.statements)
+    return Scop(scop.name, statements, tuple(arrays), scop.ops)
+
+
+def _new_array_name(arrays: list[ArrayInfo]) -> str:
+    return f"P{sum(1 for a in arrays if a.role == SCRATCH)}"
+
+
+def _copy_statement_name(scop: Scop, copies: list[Statement]) -> str:
+    return f"C{len(copies)}"
+
+
+def _replace_load(expr: Expr, old: Access, new: Access) -> Expr:
+    if isinstance(expr, Load):
+        return Load(new) if expr.access == old else expr
+    if isinstance(expr, Binary):
+        return Binary(expr.op, _replace_load(expr.lhs, old, new), _replace_load(expr.rhs, old, new))
+    if hasattr(expr, "operand"):
+        return type(expr)(expr.op, _replace_load(expr.operand, old, new))
+    return expr
+
+
+# -- packing -------------------------------------------------------------------------------
+def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, value: Expr, copies: list[Statement], arrays: list[ArrayInfo]) -> Expr:
+    reads = [a for a in value.loads() if a.array == name]
+    if not reads:
+        raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: the anchor statement {anchor.name} does not read it")
+    if len(set(reads)) > 1:
+        raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: the anchor reads it through {len(set(reads))} different accesses")
+    access = reads[0]
+    iterators = []
+    for index in access.index:
+        if not isinstance(index, AffineExpr) or len(index.terms) != 1 or index.terms[0][1] != 1 or index.constant != 0:
+            raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: its index {access} is not a permutation of loop iterators")
+        iterators.append(index.terms[0][0])
+    if len(set(iterators)) != len(iterators):
+        raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: an iterator repeats in {access}")
+    depth = shared_band_depth(scop)
+    register = {f"d{k}": size for k, size in enumerate(recipe.register_tile_sizes[:depth]) if size}
+    ordered = [it for it in anchor.iterators if it in iterators]
+    tiled = [it for it in ordered if it in register]
+    if not tiled:
+        raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: none of its iterators {ordered} has a register tile")
+    rest = [it for it in ordered if it not in register]
+    extents = dict(zip(anchor.iterators, anchor.extents))
+    source = scop.array(name)
+    shape = tuple(-(-extents[it] // register[it]) for it in tiled) + tuple(extents[it] for it in rest) + tuple(register[it] for it in tiled)
+    packed_name = _new_array_name(arrays)
+    arrays.append(ArrayInfo(packed_name, shape, source.dtype, SCRATCH, f"{source.tensor} (packed)"))
+    index = tuple(FloorDiv(AffineExpr.of(it), register[it]) for it in tiled) + tuple(AffineExpr.of(it) for it in rest) + tuple(Modulo(AffineExpr.of(it), register[it]) for it in tiled)
+    # The copy statement uses the anchor's iterator names restricted to the packed ones.
+    copy_iterators = tuple(ordered)
+    copies.append(
+        Statement(
+            _copy_statement_name(scop, copies),
+            copy_iterators,
+            tuple(extents[it] for it in copy_iterators),
+            Access(packed_name, index),
+            Load(access),
+            node=anchor.node,
+            op=COPY_OP,
+        )
+    )
+    return _replace_load(value, access, Access(packed_name, index))
+
+
+# -- im2col ---------------------------------------------------------------------------------
+def _plain_iterators(access: Access) -> list[str] | None:
+    names = []
+    for index in access.index:
+        if not isinstance(index, AffineExpr) or len(index.terms) != 1 or index.terms[0][1] != 1 or index.constant != 0:
+            return None
+        names.append(index.terms[0][0])
+    return names if len(set(names)) == len(names) else None
+
+
+def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement], arrays: list[ArrayInfo]) -> Expr:
+    windows = [a for a in dict.fromkeys(value.loads()) if a != anchor.write and _plain_iterators(a) is None]
+    if len(windows) != 1 or any(not isinstance(i, AffineExpr) for i in windows[0].index):
+        raise ScheduleError(f"kernel {scop.name}: im2col needs exactly one affine windowed read in statement {anchor.name}, found {len(windows)}")
+    access = windows[0]
+    used = {name for index in access.index for name, _ in index.terms}
+    iterators = tuple(it for it in anchor.iterators if it in used)
+    extents = dict(zip(anchor.iterators, anchor.extents))
+    source = next(a for a in arrays if a.name == access.array)
+    gathered = _new_array_name(arrays)
+    shape = tuple(extents[it] for it in iterators)
+    arrays.append(ArrayInfo(gathered, shape, source.dtype, SCRATCH, f"{source.tensor} (im2col)"))
+    target = Access.of(gathered, *iterators)
+    copies.append(Statement(_copy_statement_name(scop, copies), iterators, shape, target, Load(access), node=anchor.node, op=COPY_OP))
+    return _replace_load(value, access, target)
+
+
+# -- zero padding --------------------------------------------------------------------------
+def is_sum_of_products(anchor: Statement) -> bool:
+    """True for ``W = W + X * ...`` (a zero factor leaves ``W`` unchanged)."""
+    value = anchor.value
+    return isinstance(value, Binary) and value.op == "add" and value.lhs == Load(anchor.write) and isinstance(value.rhs, Binary) and value.rhs.op == "mul"
+
+
+def _product_factors(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Binary) and expr.op == "mul":
+        return _product_factors(expr.lhs) + _product_factors(expr.rhs)
+    return [expr]
+
+
+def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: list[ArrayInfo]) -> tuple[Expr, tuple[str, ...]]:
+    if not anchor.constraints:
+        raise ScheduleError(f"kernel {scop.name}: nothing to pad: the anchor statement {anchor.name} has no guarded reads")
+    if not is_sum_of_products(anchor):
+        raise ScheduleError(f"kernel {scop.name}: cannot zero-pad statement {anchor.name}: it is not a sum of products W = W + X * ...")
+    box = Statement(anchor.name, anchor.iterators, anchor.extents, anchor.write, anchor.value)
+    box_domain = box.domain()
+    value = anchor.value
+    guarded = box_domain
+    for factor in _product_factors(anchor.value.rhs):
+        if not isinstance(factor, Load):
+            continue
+        access = factor.access
+        info = scop.array(access.array)
+        if any(not isinstance(i, AffineExpr) for i in access.index):
+            continue
+        in_bounds = isl.Map(access.to_isl(anchor.name, anchor.iterators)).intersect_range(isl.Set(_box_text(access.array, info.shape))).domain()
+        if box_domain.is_subset(in_bounds):
+            continue  # never out of bounds: no padding needed
+        lows, highs = [], []
+        for k, index in enumerate(access.index):
+            spans = [c * (anchor.extents[anchor.iterators.index(it)] - 1) for it, c in index.terms]
+            lows.append(min(index.constant + sum(min(0, s) for s in spans), 0))
+            highs.append(max(index.constant + sum(max(0, s) for s in spans), info.shape[k] - 1))
+        shape = tuple(h - lo + 1 for lo, h in zip(lows, highs))
+        padded_name = _new_array_name(arrays)
+        arrays.append(ArrayInfo(padded_name, shape, info.dtype, SCRATCH, f"{info.tensor} (zero-padded)"))
+        iterators = tuple(f"d{k}" for k in range(len(shape)))
+        halo = " or ".join(f"{it} < {-lo} or {it} >= {-lo + size}" for it, lo, size in zip(iterators, lows, info.shape))
+
+        copies.append(
+            Statement(
+                _copy_statement_name(scop, copies),
+                iterators,
+                shape,
+                Access.of(padded_name, *iterators),
+                Constant(0.0),
+                constraints=(f"({halo})",),
+                node=anchor.node,
+                op=COPY_OP,
+            )
+        )
+        copies.append(
+            Statement(
+                _copy_statement_name(scop, copies),
+                iterators,
+                info.shape,
+                Access.of(padded_name, *(AffineExpr.combine((1, it), constant=-lo) for it, lo in zip(iterators, lows))),
+                Load(Access.of(access.array, *iterators)),
+                node=anchor.node,
+                op=COPY_OP,
+            )
+        )
+        shifted = Access(padded_name, tuple(i + (-lo) for i, lo in zip(access.index, lows)))
+        value = _replace_load(value, access, shifted)
+        guarded = guarded.intersect(in_bounds)
+    if not guarded.is_equal(anchor.domain()):
+        raise ScheduleError(f"kernel {scop.name}: cannot zero-pad statement {anchor.name}: its constraints do more than keep reads in bounds")
+    return value, ()
+
+
+def _box_text(array: str, shape: tuple[int, ...]) -> str:
+    names = [f"i{k}" for k in range(len(shape))]
+    bounds = " and ".join(f"0 <= {n} < {s}" for n, s in zip(names, shape))
+    return f"{{ {array}[{', '.join(names)}] : {bounds} }}"
+
+
+__all__ = ["SCRATCH", "apply_data_layout", "is_sum_of_products"]

@@ -1,0 +1,358 @@
+"""Micro-kernel emission: unroll-and-jam of a register tile with explicit vectors.
+
+Below a ``microkernel`` mark the schedule builder places a band of reduction points and,
+innermost, a band of register-tile points (:mod:`polytf.schedules.builder`)::
+
+    for r...:                      reduction loops (kept as loops)
+      for a in [A, A + Ra):        register-tile loops, constant trip counts
+        for b in [B, B + Rb):
+          S(a, b, r...)            W[a, b] = f(W[a, b], loads...)
+
+This module emits it the way a hand-written BLAS micro-kernel is written (Goto & van de
+Geijn, TOMS 2008; Low et al., "Analytical Modeling Is Enough for High-Performance BLIS",
+TOMS 2016): the register-tile loops are fully unrolled and jammed into the reduction
+loops; the innermost register dimension is cut into LLVM vectors of ``width`` lanes; the
+``Ra * Rb / width`` accumulators are loaded before the reduction loops, kept in
+registers (entry-block slots that SROA promotes), and stored after them. Each read is a
+vector load (stride 1 along the vector lanes), a broadcast (stride 0) or a gather
+(otherwise), decided at generation time from linear forms of the addresses
+(:mod:`polytf.targets.linear_form`).
+
+When the subtree does not have that shape (a guard, a bound that depends on a reduction
+loop, a non-linear index), :func:`emit_microkernel` returns False and the generic
+emitter handles it. A register tile that is only partly inside the domain (the last tile
+of an extent that is not a multiple of it) takes a generic copy of the loops, chosen at
+run time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import islpy as isl
+import llvmlite.ir as ir
+
+from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
+from polytf.targets.linear_form import LinearForm, linear_form_of_ast
+
+I64 = ir.IntType(64)
+I32 = ir.IntType(32)
+F32 = ir.FloatType()
+
+_VECTOR_INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "max": "llvm.maxnum", "min": "llvm.minnum"}
+
+
+@dataclass(frozen=True)
+class _RegisterLoop:
+    iterator: str
+    start: LinearForm
+    size: int
+
+
+def _register_sizes(mark: isl.AstNode) -> list[int]:
+    text = mark.mark_get_id().get_name().split(" ", 1)
+    if len(text) != 2:
+        return []
+    try:
+        return [int(v) for v in text[1].split("x")]
+    except ValueError:
+        return []
+
+
+def _trip_form(loop: isl.AstNode) -> tuple[LinearForm, LinearForm, isl.AstExpr] | None:
+    """``(start, trip count, upper bound expression)``; the trip count is a linear form
+    when the bound is linear, else the bound is returned for a run-time check."""
+    iterator = loop.for_get_iterator().get_id().get_name()
+    increment = linear_form_of_ast(loop.for_get_inc(), {})
+    start = linear_form_of_ast(loop.for_get_init(), {})
+    if increment is None or increment != LinearForm.of_constant(1) or start is None:
+        return None
+    condition = loop.for_get_cond()
+    if condition.get_type() != isl.ast_expr_type.op:
+        return None
+    op = condition.op_get_type()
+    T = isl.ast_expr_op_type
+    if op not in (T.le, T.lt) or condition.op_get_arg(0).get_type() != isl.ast_expr_type.id:
+        return None
+    if condition.op_get_arg(0).id_get_id().get_name() != iterator:
+        return None
+    upper = condition.op_get_arg(1)
+    bound = linear_form_of_ast(upper, {})
+    if bound is None:
+        return start, None, upper
+    trip = bound - start + (1 if op == T.le else 0)
+    return start, trip, upper
+
+
+def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> bool:
+    """Emit the micro-kernel under ``mark`` with ``generator`` (a KernelModuleBuilder).
+
+    Returns False (having emitted nothing) when the subtree does not have the expected shape.
+    """
+    sizes = _register_sizes(mark)
+    loops = []
+    node = mark.mark_get_node()
+    while node.get_type() == isl.ast_node_type.for_:
+        loops.append(node)
+        node = node.for_get_body()
+    if not sizes or node.get_type() != isl.ast_node_type.user or len(loops) < len(sizes):
+        return False
+    reduction_loops, register_nodes = loops[: len(loops) - len(sizes)], loops[len(loops) - len(sizes) :]
+    reduction_names = {loop.for_get_iterator().get_id().get_name() for loop in reduction_loops}
+    register_names = {loop.for_get_iterator().get_id().get_name() for loop in register_nodes}
+    registers: list[_RegisterLoop] = []
+    runtime_checks = []
+    for loop, size in zip(register_nodes, sizes):
+        shape = _trip_form(loop)
+        if shape is None:
+            return False
+        start, trip, upper = shape
+        if start.names() & (reduction_names | register_names):
+            return False
+        if trip is not None:
+            if trip != LinearForm.of_constant(size):
+                if trip.is_constant:
+                    return False
+                if trip.names() & (reduction_names | register_names):
+                    return False
+                runtime_checks.append((start, trip, None, size))
+        else:
+            runtime_checks.append((start, None, upper, size))
+        registers.append(_RegisterLoop(loop.for_get_iterator().get_id().get_name(), start, size))
+
+    call = node.user_get_expr()
+    statement = generator.statements.get(call.op_get_arg(0).id_get_id().get_name())
+    if statement is None:
+        return False
+    arguments = [call.op_get_arg(i + 1) for i in range(call.op_get_n_arg() - 1)]
+    if len(arguments) != len(statement.iterators):
+        return False
+    write = statement.write
+    if any(access.array == write.array and access != write for access in statement.value.loads()):
+        return False
+
+    emitter = _Microkernel(generator, statement, arguments, registers, reduction_loops, env)
+    if not emitter.analyse():
+        return False
+    if not runtime_checks:
+        emitter.emit()
+        return True
+    b = generator.builder
+    full = ir.Constant(ir.IntType(1), 1)
+    for start, trip, upper, size in runtime_checks:
+        if trip is not None:
+            count = generator.materialize(trip, env)
+        else:
+            count = b.add(b.sub(generator._expression(upper, env), generator.materialize(start, env)), ir.Constant(I64, 1))
+        full = b.and_(full, b.icmp_signed("==", count, ir.Constant(I64, size)))
+    with b.if_else(full) as (then, otherwise):
+        with then:
+            emitter.emit()
+        with otherwise:
+            generator._emit_node(mark.mark_get_node(), env)
+    return True
+
+
+class _Microkernel:
+    def __init__(self, generator, statement, arguments, registers, reduction_loops, env) -> None:
+        self.g = generator
+        self.statement = statement
+        self.arguments = arguments
+        self.registers = registers
+        self.reduction_loops = reduction_loops
+        self.reduction_names = [loop.for_get_iterator().get_id().get_name() for loop in reduction_loops]
+        self.env = env
+        self.width = 1
+        self.points: list[tuple[int, ...]] = []
+
+    # -- analysis ------------------------------------------------------------------------
+    def _iterator_forms(self, offsets: tuple[int, ...]) -> dict[str, LinearForm] | None:
+        forms = {r.iterator: r.start + offset for r, offset in zip(self.registers, offsets)}
+        result = {}
+        for name, argument in zip(self.statement.iterators, self.arguments):
+            form = linear_form_of_ast(argument, forms)
+            if form is None:
+                return None
+            result[name] = form
+        return result
+
+    def _offset_form(self, access, iterator_forms: dict[str, LinearForm]) -> LinearForm | None:
+        strides = self.g.strides[access.array]
+        total = LinearForm()
+        for index, stride in zip(access.index, strides):
+            if isinstance(index, AffineExpr):
+                form = LinearForm.of_constant(index.constant)
+                for name, coefficient in index.terms:
+                    form = form + iterator_forms[name].scaled(coefficient)
+            else:
+                numerator = LinearForm.of_constant(index.numerator.constant)
+                for name, coefficient in index.numerator.terms:
+                    numerator = numerator + iterator_forms[name].scaled(coefficient)
+                form = numerator.floor_divided(index.divisor) if isinstance(index, FloorDiv) else numerator.modulo(index.divisor)
+                if form is None:
+                    return None
+            total = total + form.scaled(stride)
+        return total
+
+    def analyse(self) -> bool:
+        """Check addresses are linear; pick the vector width."""
+        zero = tuple(0 for _ in self.registers)
+        forms = self._iterator_forms(zero)
+        if forms is None:
+            return False
+        accesses = (self.statement.write,) + self.statement.value.loads()
+        for access in accesses:
+            if self._offset_form(access, forms) is None:
+                return False
+        write_form = self._offset_form(self.statement.write, forms)
+        if write_form.names() & set(self.reduction_names):
+            return False  # the accumulator would move inside the reduction loops
+        last = self.registers[-1].size
+        requested = self.g.vector_width if self.g.vector_width > 0 else self.g.native_vector_width
+        width = 1
+        for candidate in (16, 8, 4, 2):
+            if candidate <= requested and last % candidate == 0:
+                width = candidate
+                break
+        if width > 1:
+            step = tuple(0 for _ in self.registers[:-1]) + (1,)
+            next_forms = self._iterator_forms(step)
+            if next_forms is None or self._offset_form(self.statement.write, next_forms) - write_form != LinearForm.of_constant(1):
+                width = 1
+        self.width = width
+        ranges = [range(r.size) for r in self.registers[:-1]] + [range(0, last, width)]
+        self.points = list(itertools.product(*ranges))
+        return True
+
+    # -- emission ------------------------------------------------------------------------
+    @property
+    def vector_type(self) -> ir.Type:
+        return F32 if self.width == 1 else ir.VectorType(F32, self.width)
+
+    def _pointer(self, array: str, form: LinearForm, env) -> ir.Value:
+        return self.g.builder.gep(self.g.pointers[array], [self.g.materialize(form, env)], inbounds=True)
+
+    def _lane_forms(self, access, point: tuple[int, ...]) -> list[LinearForm]:
+        result = []
+        for lane in range(self.width):
+            offsets = point[:-1] + (point[-1] + lane,)
+            result.append(self._offset_form(access, self._iterator_forms(offsets)))
+        return result
+
+    def emit(self) -> None:
+        g = self.g
+        b = g.builder
+        slots = []
+        write_pointers = []
+        for point in self.points:
+            form = self._lane_forms(self.statement.write, point)[0]
+            pointer = self._pointer(self.statement.write.array, form, self.env)
+            if self.width > 1:
+                pointer = b.bitcast(pointer, self.vector_type.as_pointer())
+            slot = g.alloca(self.vector_type, name="accumulator")
+            b.store(b.load(pointer, align=4), slot)
+            slots.append(slot)
+            write_pointers.append(pointer)
+
+        def body(env) -> None:
+            cache: dict = {}
+            for point, slot in zip(self.points, slots):
+                accumulator = b.load(slot)
+                value = self._value(self.statement.value, point, env, accumulator, cache)
+                b.store(value, slot)
+
+        self._emit_reduction_loops(0, self.env, body)
+        for slot, pointer in zip(slots, write_pointers):
+            b.store(b.load(slot), pointer, align=4)
+
+    def _emit_reduction_loops(self, level: int, env, body) -> None:
+        if level == len(self.reduction_loops):
+            body(env)
+            return
+        loop = self.reduction_loops[level]
+        g = self.g
+        iterator = loop.for_get_iterator().get_id().get_name()
+        start = g._expression(loop.for_get_init(), env)
+        step = g._expression(loop.for_get_inc(), env)
+        g.emit_loop(
+            iterator,
+            start,
+            step,
+            lambda inner: g._expression(loop.for_get_cond(), inner),
+            env,
+            lambda inner: self._emit_reduction_loops(level + 1, inner, body),
+            innermost=level + 1 == len(self.reduction_loops),
+        )
+
+    def _splat(self, scalar: ir.Value) -> ir.Value:
+        if self.width == 1:
+            return scalar
+        b = self.g.builder
+        vector = b.insert_element(ir.Constant(self.vector_type, ir.Undefined), scalar, ir.Constant(I32, 0))
+        return b.shuffle_vector(vector, ir.Constant(self.vector_type, ir.Undefined), ir.Constant(ir.VectorType(I32, self.width), [0] * self.width))
+
+    def _load(self, access, point, env, cache) -> ir.Value:
+        b = self.g.builder
+        lanes = self._lane_forms(access, point)
+        key = (access.array, tuple(lanes))
+        if key in cache:
+            return cache[key]
+        if self.width == 1:
+            value = b.load(self._pointer(access.array, lanes[0], env), align=4)
+        else:
+            differences = {lanes[i + 1] - lanes[i] for i in range(self.width - 1)}
+            if differences == {LinearForm.of_constant(1)}:
+                pointer = b.bitcast(self._pointer(access.array, lanes[0], env), self.vector_type.as_pointer())
+                value = b.load(pointer, align=4)
+            elif differences == {LinearForm()}:
+                value = self._splat(b.load(self._pointer(access.array, lanes[0], env), align=4))
+            else:
+                value = ir.Constant(self.vector_type, ir.Undefined)
+                for lane, form in enumerate(lanes):
+                    value = b.insert_element(value, b.load(self._pointer(access.array, form, env), align=4), ir.Constant(I32, lane))
+        cache[key] = value
+        return value
+
+    def _intrinsic(self, name: str, arity: int) -> ir.Function:
+        suffix = "f32" if self.width == 1 else f"v{self.width}f32"
+        full = f"{name}.{suffix}"
+        existing = self.g.module.globals.get(full)
+        if existing is not None:
+            return existing
+        return ir.Function(self.g.module, ir.FunctionType(self.vector_type, [self.vector_type] * arity), name=full)
+
+    def _value(self, expression: Expr, point, env, accumulator, cache) -> ir.Value:
+        b = self.g.builder
+        flags = self.g.flags
+        if isinstance(expression, Load):
+            if expression.access == self.statement.write:
+                return accumulator
+            return self._load(expression.access, point, env, cache)
+        if isinstance(expression, Constant):
+            return ir.Constant(self.vector_type, float(expression.value)) if self.width == 1 else ir.Constant(self.vector_type, [float(expression.value)] * self.width)
+        if isinstance(expression, Unary):
+            operand = self._value(expression.operand, point, env, accumulator, cache)
+            if expression.op == "neg":
+                return b.fneg(operand, flags=flags)
+            if expression.op == "tanh":
+                tanh = self.g._declare("tanhf", F32, [F32])
+                if self.width == 1:
+                    return b.call(tanh, [operand])
+                result = ir.Constant(self.vector_type, ir.Undefined)
+                for lane in range(self.width):
+                    index = ir.Constant(I32, lane)
+                    result = b.insert_element(result, b.call(tanh, [b.extract_element(operand, index)]), index)
+                return result
+            return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 1), [operand], fastmath=flags)
+        if isinstance(expression, Binary):
+            lhs = self._value(expression.lhs, point, env, accumulator, cache)
+            rhs = self._value(expression.rhs, point, env, accumulator, cache)
+            if expression.op in ("max", "min"):
+                return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=flags)
+            emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]
+            return emit(lhs, rhs, flags=flags)
+        raise TypeError(f"cannot vectorise expression {expression!r}")
+
+
+__all__ = ["emit_microkernel", "Modulo"]

@@ -1,0 +1,94 @@
+"""Data-layout transformations (packing, zero-padding, im2col) keep the computation:
+the transformed Scop, run by the reference interpreter in program order, equals the op's
+numpy reference; bad requests raise ScheduleError with the reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
+
+from polytf.errors import ScheduleError
+from polytf.poly.interpreter import interpret
+from polytf.schedules.builder import schedule_scop
+from polytf.schedules.data_layout import SCRATCH, apply_data_layout
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.structure import COPY_OP, anchor_statement
+
+
+def _check_against_reference(kernel, scop) -> None:
+    rng = np.random.default_rng(0)
+    inputs = {a.name: rng.standard_normal(a.shape).astype(np.float32) for a in kernel.input_arrays}
+    expected = kernel.reference(inputs)
+    state = interpret(scop, inputs)
+    for name, value in expected.items():
+        np.testing.assert_allclose(state[name], value, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def matmul():
+    return kernels_of(graph_matmul_bias_relu(7, 5, 11))[0]
+
+
+@pytest.fixture(scope="module")
+def conv():
+    return kernels_of(graph_conv_bias_relu(5, 4, 2, 3, stride=2))[0]
+
+
+def test_packing_adds_a_copy_into_register_panels(matmul):
+    recipe = ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A0", "A1"))
+    scop = apply_data_layout(matmul.scop, recipe)
+    copies = [s for s in scop.statements if s.op == COPY_OP]
+    assert len(copies) == 2
+    packed = {a.name: a for a in scop.arrays if a.role == SCRATCH}
+    # A0[d0, r0] with register tile 2 on d0 -> [ceil(7/2), 5, 2]; A1[r0, d1] with 8 on d1 -> [2, 5, 8]
+    assert sorted(a.shape for a in packed.values()) == [(2, 5, 8), (4, 5, 2)]
+    reads = {a.array for a in anchor_statement(scop).reads}
+    assert "A0" not in reads and "A1" not in reads and set(packed) <= reads
+    _check_against_reference(matmul, scop)
+
+
+def test_zero_padding_removes_the_guards_of_a_convolution(conv):
+    assert anchor_statement(conv.scop).constraints
+    scop = apply_data_layout(conv.scop, ScheduleRecipe(pad=True))
+    assert not anchor_statement(scop).constraints
+    (padded,) = [a for a in scop.arrays if a.role == SCRATCH]
+    assert padded.shape[1] > conv.scop.array("A0").shape[1]
+    _check_against_reference(conv, scop)
+
+
+def test_im2col_gathers_the_window_into_a_matrix(conv):
+    scop = apply_data_layout(conv.scop, ScheduleRecipe(algorithm="im2col"))
+    gathered = [a for a in scop.arrays if a.role == SCRATCH and "im2col" in a.tensor]
+    assert len(gathered) == 1 and len(gathered[0].shape) == 6  # [n, oh, ow, kh, kw, c]
+    _check_against_reference(conv, scop)
+
+
+def test_schedule_places_copies_first_and_is_legal_in_parallel(matmul):
+    recipe = ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A1",), parallel=True)
+    scheduled = schedule_scop(matmul.scop, recipe)
+    assert "microkernel 2x8" in str(scheduled.schedule)
+    assert str(scheduled.schedule).index("C0") < str(scheduled.schedule).index("S1")
+
+
+@pytest.mark.parametrize(
+    ("recipe", "message"),
+    [
+        (ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(3, 8)), "multiple"),
+        (ScheduleRecipe(tile_sizes=(0, 8), register_tile_sizes=(2, 8)), "multiple"),
+        (ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A9",)), "A9"),
+        (ScheduleRecipe(pack=("A1",)), "register tile"),
+        (ScheduleRecipe(pad=True), "nothing to pad"),
+        (ScheduleRecipe(algorithm="winograd"), "unknown algorithm"),
+        (ScheduleRecipe(register_tile_sizes=(2,)), "register_tile_sizes"),
+    ],
+)
+def test_bad_data_layout_requests_raise_schedule_errors(matmul, recipe, message):
+    with pytest.raises(ScheduleError, match=message):
+        schedule_scop(matmul.scop, recipe)
+
+
+def test_recipe_json_round_trip_keeps_the_new_fields():
+    recipe = ScheduleRecipe(tile_sizes=(96, 256), register_tile_sizes=(6, 16), pack=("A1",), pad=True, algorithm="im2col")
+    assert ScheduleRecipe.from_json(recipe.to_json()) == recipe
+    assert "regtile 6x16" in recipe.describe() and "im2col" in recipe.describe()
