@@ -61,10 +61,25 @@ class CompiledModel:
             tensor_type = graph.types[placeholder.output(0)]
             self._buffers[placeholder.output(0)] = aligned_empty(tuple(tensor_type.shape), tensor_type.dtype)
         self._calls: list[KernelCall] = []
+        #: storage tensor -> (kernel call, array slot) pairs that point at it
+        self._slots: dict[str, list[tuple[int, int]]] = {}
         for lowered, kernel in kernels:
-            arrays = [self._buffer_for(lowered, info) for info in lowered.scop.arrays]
+            arrays = []
+            for slot, info in enumerate(lowered.scop.arrays):
+                arrays.append(self._buffer_for(lowered, info))
+                tensor = lowered.array_tensors.get(info.name)
+                if tensor is not None and info.role != "temporary":
+                    self._slots.setdefault(resolve_view(self.graph, tensor), []).append((len(self._calls), slot))
             self._calls.append(KernelCall(kernel, lowered, arrays, pointer_table(arrays)))
-        self._outputs = [(output_key(t), self._storage(t), tuple(graph.types[t].shape)) for t in graph.outputs]
+        for tensor in graph.outputs:
+            self._storage(tensor)
+        self._outputs = [(output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs]
+        placeholders = {p.output(0) for p in graph.placeholders}
+        # Outputs computed by a kernel are written straight into fresh arrays on each call
+        # (no copy out); others (a placeholder or constant passed through) are copied.
+        self._direct_outputs = {
+            resolve_view(graph, t) for t in graph.outputs if resolve_view(graph, t) not in placeholders and resolve_view(graph, t) not in graph.constants and resolve_view(graph, t) in self._slots
+        }
         self.recipes = {call.lowered.scop.name: call.kernel.recipe for call in self._calls}
 
     def _storage(self, tensor: str) -> np.ndarray:
@@ -96,18 +111,57 @@ class CompiledModel:
                 compiled shape (values are converted to the placeholder's dtype).
 
         Returns:
-            output name -> array (a fresh copy).
+            output name -> array (a fresh array on every call; inputs that already are
+            C-contiguous arrays of the placeholder's dtype are read in place, not copied).
 
         Raises:
             GraphError: a placeholder is missing or an unknown name is given.
             ShapeError: an input has the wrong shape.
         """
-        self._bind_inputs(inputs)
-        for call in self._calls:
-            call.kernel.function(call.table, self.threads)
-        return {name: buffer.reshape(shape).copy() for name, buffer, shape in self._outputs}
+        bound = self._checked_inputs(inputs)
+        fresh: dict[str, np.ndarray] = {}
+        try:
+            for name, value in bound.items():
+                self._point_slots(f"{name}:0", value)
+            for storage in self._direct_outputs:
+                buffer = self._buffers[storage]
+                fresh[storage] = np.empty(buffer.shape, buffer.dtype)
+                self._point_slots(storage, fresh[storage])
+            for call in self._calls:
+                call.kernel.function(call.table, self.threads)
+            result = {}
+            for name, storage, shape in self._outputs:
+                if storage in fresh:
+                    result[name] = fresh[storage].reshape(shape)
+                elif storage.endswith(":0") and storage[:-2] in bound:
+                    result[name] = bound[storage[:-2]].reshape(shape).copy()  # a placeholder passed through
+                else:
+                    result[name] = self._buffers[storage].reshape(shape).copy()
+            return result
+        finally:
+            # the tables must not keep pointers to the caller's arrays
+            for storage in list(bound) + list(fresh):
+                key = storage if ":" in storage else f"{storage}:0"
+                self._point_slots(key, self._buffers[key])
+
+    def _point_slots(self, storage: str, array: np.ndarray) -> None:
+        address = array.ctypes.data
+        for call_index, slot in self._slots.get(storage, ()):
+            self._calls[call_index].table[slot] = address
+
+    def _checked_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Validated inputs as C-contiguous arrays of the placeholder dtypes (the caller's own
+        arrays when they already are: kernels read them in place)."""
+        self._validate_inputs(inputs)
+        return {name: np.ascontiguousarray(value, dtype=self.input_types[name].dtype) for name, value in inputs.items()}
 
     def _bind_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
+        """Copy the inputs into the model's own buffers (for :meth:`run_kernels`)."""
+        self._validate_inputs(inputs)
+        for name, value in inputs.items():
+            self._buffers[f"{name}:0"][...] = np.asarray(value)
+
+    def _validate_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
         unknown = sorted(set(inputs) - set(self.input_types))
         missing = sorted(set(self.input_types) - set(inputs))
         if unknown or missing:
@@ -125,7 +179,6 @@ class CompiledModel:
                     f"input '{name}' has shape {tuple(value.shape)}, the model was compiled for {expected}; "
                     f"compile for this shape with input_shapes={{'{name}': {tuple(value.shape)}}} (API) or --input {name}:{','.join(map(str, value.shape))} (CLI)"
                 )
-            self._buffers[f"{name}:0"][...] = value
 
     def run_kernels(self) -> None:
         """Run every kernel on the current buffer contents (for timing)."""

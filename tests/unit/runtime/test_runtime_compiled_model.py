@@ -66,3 +66,22 @@ def test_outputs_are_fresh_copies():
     first[...] = -5
     assert (model(x=x)["relu"] >= 0).all()
     assert isinstance(model, CompiledModel) and model.threads == 2
+
+
+def test_inputs_are_read_in_place_or_converted_and_never_kept():
+    graph = graph_matmul_bias_relu()
+    model = compile_graph(graph)
+    rng = np.random.default_rng(2)
+    expected = lambda x: np.maximum(x @ graph.constants["w:0"] + graph.constants["b:0"], 0)  # noqa: E731
+    contiguous = rng.standard_normal((7, 13)).astype(np.float32)
+    before = contiguous.copy()
+    first = model(x=contiguous)["relu"]
+    np.testing.assert_array_equal(contiguous, before)  # the caller's array is not written
+    strided = rng.standard_normal((13, 7)).astype(np.float64).T  # non-contiguous, float64
+    second = model(x=strided)["relu"]
+    np.testing.assert_allclose(second, expected(strided.astype(np.float32)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(first, expected(before), rtol=1e-5, atol=1e-5)  # not overwritten by the second call
+    assert not np.shares_memory(first, second)
+    # run_kernels after a call uses the model's own buffers, not the caller's freed arrays
+    del contiguous
+    model.latency_s({"x": before}, repeats=2, warmup=1)
