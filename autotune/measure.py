@@ -6,6 +6,7 @@ carries the error instead, and the tuner records it as a failed trial.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -82,10 +83,17 @@ class KernelBench:
                 return f"wrong result in output {name}: max abs error {worst:.3g} (tolerance rtol {config.rtol}, atol {atol:.3g})", worst
         return None, worst
 
-    def time(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig) -> tuple[float, ...]:
-        """Latencies of ``config.repeats`` calls (at least ``min_repeat_s`` in total) after warm-up."""
+    def time(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf) -> tuple[float, ...]:
+        """Latencies of ``config.repeats`` calls (at least ``min_repeat_s`` in total) after warm-up.
+
+        A candidate whose warm-up call already takes longer than ``cutoff_s`` seconds cannot
+        win: that one latency is returned, so slow candidates cost one call, not a dozen."""
         for _ in range(config.warmup_runs):
+            begin = time.perf_counter()
             compiled(self.table, threads)
+            elapsed = time.perf_counter() - begin
+            if elapsed > cutoff_s:
+                return (elapsed,)
         samples = []
         started = time.perf_counter()
         while len(samples) < config.repeats or (time.perf_counter() - started < config.min_repeat_s and len(samples) < 1000):
@@ -94,8 +102,9 @@ class KernelBench:
             samples.append(time.perf_counter() - begin)
         return tuple(samples)
 
-    def measure(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig) -> Measurement:
+    def measure(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf) -> Measurement:
+        """Verify, then time (see :meth:`time` for ``cutoff_s``)."""
         error, worst = self.verify(compiled, threads, config)
         if error is not None:
             return Measurement((), error, worst)
-        return Measurement(self.time(compiled, threads, config), None, worst)
+        return Measurement(self.time(compiled, threads, config, cutoff_s), None, worst)

@@ -12,6 +12,7 @@ Trials live in the cache's SQLite storage, so an interrupted run resumes.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -87,6 +88,7 @@ def tune_kernel(
     """
     config = measurement or MeasurementConfig()
     space = SearchSpace.for_scop(kernel.scop, threads, getattr(target, "native_vector_width", 8))
+    best = [math.inf]
     if evaluator is None:
         bench = KernelBench(kernel, seed)
 
@@ -95,7 +97,8 @@ def tune_kernel(
                 compiled = target.compile(kernel.scop, recipe)
             except PolytfError as error:
                 return f"{type(error).__name__}: {error}"
-            result = bench.measure(compiled, threads, config)
+            # a candidate 3x slower than the best so far is timed with one call only
+            result = bench.measure(compiled, threads, config, cutoff_s=3 * best[0])
             return result if result.ok else f"verification failed: {result.error}"
 
     seen: dict[ScheduleRecipe, Measurement | str] = {}
@@ -128,7 +131,7 @@ def tune_kernel(
         for recipe in [default, *space.heuristic_recipes()][: max(1, remaining)]:
             study.enqueue_trial(space.params(recipe), skip_if_exists=True)
 
-    best = [baseline.median_s]
+    best[0] = baseline.median_s
 
     def objective(trial: optuna.Trial) -> float:
         params = {name: trial.suggest_categorical(name, list(choices)) for name, choices in space.dimensions}

@@ -167,9 +167,10 @@ def inner_band_expressions(scop: Scop, statement: Statement, recipe: ScheduleRec
 
 
 def microkernel_mark(recipe: ScheduleRecipe, registers: tuple[str, ...]) -> str:
-    """Mark name above a micro-kernel, e.g. ``"microkernel 6x16"`` (register sizes, outer first)."""
+    """Mark name above a micro-kernel, e.g. ``"microkernel 6x16 d0,d1"`` (register sizes and
+    the statement iterators they tile, outer first)."""
     sizes = [recipe.register_tile_sizes[int(it[1:])] for it in registers]
-    return f"{MICROKERNEL_MARK} {'x'.join(map(str, sizes))}"
+    return f"{MICROKERNEL_MARK} {'x'.join(map(str, sizes))} {','.join(registers)}"
 
 
 def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> isl.ScheduleNode:

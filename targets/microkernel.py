@@ -50,14 +50,17 @@ class _RegisterLoop:
     size: int
 
 
-def _register_sizes(mark: isl.AstNode) -> list[int]:
-    text = mark.mark_get_id().get_name().split(" ", 1)
-    if len(text) != 2:
+def _register_tiles(mark: isl.AstNode) -> list[tuple[int, str]]:
+    """``(size, statement iterator)`` of each register loop, from ``"microkernel 6x16 d0,d1"``."""
+    parts = mark.mark_get_id().get_name().split(" ")
+    if len(parts) != 3:
         return []
     try:
-        return [int(v) for v in text[1].split("x")]
+        sizes = [int(v) for v in parts[1].split("x")]
     except ValueError:
         return []
+    names = parts[2].split(",")
+    return list(zip(sizes, names)) if len(names) == len(sizes) else []
 
 
 def _trip_form(loop: isl.AstNode) -> tuple[LinearForm, LinearForm, isl.AstExpr] | None:
@@ -90,7 +93,8 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
 
     Returns False (having emitted nothing) when the subtree does not have the expected shape.
     """
-    sizes = _register_sizes(mark)
+    tiles = _register_tiles(mark)
+    sizes = [size for size, _ in tiles]
     loops = []
     node = mark.mark_get_node()
     while node.get_type() == isl.ast_node_type.for_:
@@ -131,6 +135,13 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     write = statement.write
     if any(access.array == write.array and access != write for access in statement.value.loads()):
         return False
+
+    # isl drops loops of one iteration: each register loop must be the one that runs its
+    # statement iterator, or the subtree is not the expected micro-kernel.
+    for (_, name), register in zip(tiles, registers):
+        position = statement.iterators.index(name) if name in statement.iterators else -1
+        if position < 0 or linear_form_of_ast(arguments[position], {}) != LinearForm.of_name(register.iterator):
+            return False
 
     emitter = _Microkernel(generator, statement, arguments, registers, reduction_loops, env)
     if not emitter.analyse():

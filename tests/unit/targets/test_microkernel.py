@@ -102,3 +102,10 @@ def test_linear_forms_divide_exactly_only_when_they_can():
 @pytest.mark.parametrize("features, lanes", [("+avx512f,+avx2,+avx", 16), ("+avx2,+avx,-avx512f", 8), ("+sse4.2", 4)])
 def test_native_vector_width_follows_the_features(features, lanes):
     assert CpuTarget(features=features, cpu_name="x86-64").native_vector_width == lanes
+
+
+def test_a_register_loop_that_isl_drops_is_not_mistaken_for_another():
+    # one row: isl emits no loop for the d0 register tile, so the loops under the mark are
+    # r0 and d1; the emitter must not take r0 for the d0 register loop
+    kernel = kernels_of(graph_matmul_bias_relu(1, 2, 4))[0]
+    assert _verify(kernel, ScheduleRecipe(tile_sizes=(2, 4), register_tile_sizes=(2, 4))) is None
