@@ -120,9 +120,9 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
                     return False
                 if trip.names() & (reduction_names | register_names):
                     return False
-                runtime_checks.append((start, trip, None, size))
+                runtime_checks.append((len(registers), start, trip, None, size))
         else:
-            runtime_checks.append((start, None, upper, size))
+            runtime_checks.append((len(registers), start, None, upper, size))
         registers.append(_RegisterLoop(loop.for_get_iterator().get_id().get_name(), start, size))
 
     call = node.user_get_expr()
@@ -150,19 +150,65 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
         emitter.emit()
         return True
     b = generator.builder
-    full = ir.Constant(ir.IntType(1), 1)
-    for start, trip, upper, size in runtime_checks:
+    full_others = ir.Constant(ir.IntType(1), 1)
+    full_last = ir.Constant(ir.IntType(1), 1)
+    for index, start, trip, upper, size in runtime_checks:
         if trip is not None:
             count = generator.materialize(trip, env)
         else:
             count = b.add(b.sub(generator._expression(upper, env), generator.materialize(start, env)), ir.Constant(I64, 1))
-        full = b.and_(full, b.icmp_signed("==", count, ir.Constant(I64, size)))
-    with b.if_else(full) as (then, otherwise):
+        check = b.icmp_signed("==", count, ir.Constant(I64, size))
+        if index == len(registers) - 1:
+            full_last = check
+        else:
+            full_others = b.and_(full_others, check)
+    with b.if_else(b.and_(full_others, full_last)) as (then, otherwise):
         with then:
             emitter.emit()
         with otherwise:
-            generator._emit_node(mark.mark_get_node(), env)
+            # A tile cut short only in its last (vector) dimension, the usual case of an
+            # extent that is not a multiple of the vector width: one column at a time, the
+            # other register dimensions still unrolled with accumulators in registers.
+            column, offset = _column_emitter(generator, statement, arguments, registers, reduction_loops, env)
+            if column is None:
+                generator._emit_node(mark.mark_get_node(), env)
+            else:
+                with b.if_else(full_others) as (columns, generic):
+                    with columns:
+                        _emit_columns(generator, register_nodes[-1], column, offset, env)
+                    with generic:
+                        generator._emit_node(mark.mark_get_node(), env)
     return True
+
+
+def _column_emitter(generator, statement, arguments, registers, reduction_loops, env):
+    """The micro-kernel of one column ``start + t`` of a cut-short tile (``t`` in
+    ``[0, size)``, a loop of its own), or None when its addresses are not linear."""
+    last = registers[-1]
+    offset = generator.opaque_name()
+    column = _RegisterLoop(last.iterator, last.start + LinearForm.of_name(offset), 1)
+    generator.loop_ranges[offset] = (0, last.size - 1)
+    emitter = _Microkernel(generator, statement, arguments, registers[:-1] + [column], reduction_loops, env)
+    return (emitter, offset) if emitter.analyse() else (None, offset)
+
+
+def _emit_columns(generator, loop, emitter, offset, env) -> None:
+    b = generator.builder
+    start = generator._expression(loop.for_get_init(), env)
+
+    def body(inner) -> None:
+        emitter.env = inner
+        emitter.emit()
+
+    # t runs from 0 while start + t satisfies the loop's own condition
+    iterator = loop.for_get_iterator().get_id().get_name()
+
+    def condition(inner):
+        shifted = dict(inner)
+        shifted[iterator] = b.add(start, inner[offset])
+        return generator._expression(loop.for_get_cond(), shifted)
+
+    generator.emit_loop(offset, ir.Constant(I64, 0), ir.Constant(I64, 1), condition, env, body)
 
 
 class _Microkernel:
@@ -202,9 +248,22 @@ class _Microkernel:
                     numerator = numerator + iterator_forms[name].scaled(coefficient)
                 form = numerator.floor_divided(index.divisor) if isinstance(index, FloorDiv) else numerator.modulo(index.divisor)
                 if form is None:
+                    form = self._within_one_block(numerator, index.divisor, isinstance(index, FloorDiv))
+                if form is None:
                     return None
             total = total + form.scaled(stride)
         return total
+
+    def _within_one_block(self, numerator: LinearForm, divisor: int, floor: bool) -> LinearForm | None:
+        """``floor(n / d)`` or ``n mod d`` for ``n = d*X + R`` with ``R`` known (from loop
+        ranges) to stay inside one block of ``d``."""
+        divisible = LinearForm(tuple((n, c) for n, c in numerator.terms if c % divisor == 0))
+        remainder = numerator - divisible
+        bounds = self.g._range_of(remainder)
+        if bounds is None or bounds[0] // divisor != bounds[1] // divisor:
+            return None
+        q = bounds[0] // divisor
+        return divisible.floor_divided(divisor) + q if floor else remainder - divisor * q
 
     def analyse(self) -> bool:
         """Check addresses are linear; pick the vector width."""
