@@ -1,4 +1,4 @@
-"""The ``polytf`` command line: tune, run, show, cache, ops.
+"""The ``polytf`` command line: tune, run, bench, show, cache, ops.
 
 Every failure polytf anticipates prints ``error: <message>`` (naming the file, node
 or op and what to do) and exits with status 1; Ctrl-C exits with 130 after saving
@@ -161,7 +161,7 @@ def command_show(args) -> int:
     from polytf.config import CodegenConfig, default_thread_count
     from polytf.runtime.cache import KernelCache
     from polytf.runtime.model_builder import cache_key, default_recipe, prepare_model
-    from polytf.schedules.builder import build_ast, build_schedule
+    from polytf.schedules.builder import build_ast, schedule_scop
     from polytf.schedules.recipe import ScheduleRecipe
     from polytf.targets.cpu import CpuTarget
 
@@ -185,12 +185,13 @@ def command_show(args) -> int:
     else:
         record = KernelCache(args.cache_dir).load(cache_key(kernel, target, threads, CodegenConfig()))
         recipe = record.schedule_recipe if record else default_recipe(kernel, threads)
-    schedule = build_schedule(kernel.scop, recipe)
-    sections = [
-        ("scop", str(kernel.scop)),
-        ("recipe", recipe.to_json()),
-        ("schedule tree", str(schedule)),
-        ("loop AST", build_ast(schedule).to_C_str()),
+    scheduled = schedule_scop(kernel.scop, recipe)
+    sections = [("scop", str(kernel.scop)), ("recipe", recipe.to_json())]
+    if scheduled.scop is not kernel.scop:
+        sections.append(("scop after data-layout transformations (packing, padding, im2col)", str(scheduled.scop)))
+    sections += [
+        ("schedule tree", str(scheduled.schedule)),
+        ("loop AST", build_ast(scheduled.schedule).to_C_str()),
     ]
     if args.llvm:
         sections.append(("LLVM IR", target.compile(kernel.scop, recipe).llvm_ir))
@@ -230,6 +231,12 @@ def command_ops(args) -> int:
     return 0
 
 
+def command_bench(args) -> int:
+    from polytf.bench.runner import options_from_arguments, run_bench
+
+    return run_bench(options_from_arguments(args), console=console, stdout=stdout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="polytf", description="Polyhedral compiler and autotuner for frozen TensorFlow graphs (GraphDef .pb / .pbtxt).")
     parser.add_argument("--version", action="version", version=f"polytf {__version__}")
@@ -256,6 +263,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", required=True, metavar="OUT.npz", help="where to write the outputs (keyed by output node name)")
     run.add_argument("--fetch", action="append", metavar="NAME", help="output node to compute (repeatable; default: the graph's sink nodes)")
     run.set_defaults(handler=command_run)
+
+    bench = commands.add_parser(
+        "bench",
+        help="time polytf against numpy, TensorFlow and XLA; write OUT.md/.json/.png",
+        description="For each entry and thread count: write the GraphDef, tune it, load it, verify it against numpy, then time polytf, "
+        "numpy, TensorFlow and TensorFlow+XLA with the same threads (baselines in a child process per thread count). "
+        "An entry is a zoo model spec (NAME or NAME:BATCH, matmul:MxKxN; models: mlp, cifar_cnn, odd_matmul, conv_bias_relu, "
+        "conv3x3_bias_relu_56, matmul) or a .pb/.pbtxt file. Without entries: the suite (default issue3).",
+    )
+    bench.add_argument("entries", nargs="*", metavar="ENTRY", help="zoo model spec (e.g. matmul:1024x1024x1024, cifar_cnn:32) or GraphDef file")
+    bench.add_argument("--suite", help="run a named suite (issue3, smoke); default issue3 when no ENTRY is given")
+    bench.add_argument("--threads", metavar="N[,N...]", help="thread counts for every entry, e.g. 1,2 (default: each entry's own, else 2)")
+    bench.add_argument("--trials", type=int, help="trials per kernel (default 20)")
+    bench.add_argument("--rounds", type=int, default=5, help="timing rounds per system; the figure is the median of round medians (default 5)")
+    bench.add_argument("--repeats", type=int, default=30, help="timed calls per round (default 30)")
+    bench.add_argument("--warmup", type=int, default=3, help="untimed calls before each round (default 3)")
+    bench.add_argument("--out", default="results/bench", help="report path without suffix: writes OUT.md, OUT.json, OUT.png (default results/bench)")
+    bench.add_argument("--cache-dir", help="tuning-record cache to use and reuse (default: a fresh temporary cache, so every kernel is tuned)")
+    bench.add_argument("--no-tensorflow", action="store_true", help="do not time TensorFlow and XLA")
+    bench.add_argument("--seed", type=int, default=0, help="seed of the tuner and of the random inputs")
+    bench.set_defaults(handler=command_bench)
 
     show = commands.add_parser("show", help="show kernels, schedule trees, loop ASTs and code", description="Without --kernel: the model's kernels. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly).")
     common(show)

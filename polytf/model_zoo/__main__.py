@@ -1,4 +1,4 @@
-"""``python -m polytf.model_zoo NAME [--batch B] -o PATH``: write a zoo model as a frozen GraphDef."""
+"""``python -m polytf.model_zoo NAME [--batch B | --sizes MxKxN] -o PATH``: write a zoo model as a frozen GraphDef."""
 
 from __future__ import annotations
 
@@ -6,29 +6,51 @@ import argparse
 import sys
 
 from polytf.errors import PolytfError
-from polytf.model_zoo.freeze import MODEL_NAMES, write_model_with_info
+from polytf.model_zoo.freeze import MODEL_NAMES, SIZED_MODELS, write_model_with_info
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """``"1024x1024x1024"`` -> ``(1024, 1024, 1024)``; raises ValueError on anything else."""
+    parts = text.lower().replace("×", "x").split("x")
+    if not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"sizes must be positive integers joined by 'x' (e.g. 1024x1024x1024), not {text!r}")
+    sizes = tuple(int(p) for p in parts)
+    if min(sizes) < 1:
+        raise ValueError(f"sizes must be positive, not {text!r}")
+    return sizes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m polytf.model_zoo",
         description="Write a test model with deterministic random weights as a frozen TensorFlow GraphDef (.pb). "
-        "Every model has placeholder 'input' and output node 'Identity'.",
+        "Every model has placeholder 'input' (matmul: 'a' and 'b') and output node 'Identity'.",
     )
     parser.add_argument("name", choices=MODEL_NAMES, help="which model")
     parser.add_argument("--batch", type=int, default=1, help="leading input dimension (default 1; for odd_matmul: m, default 37)")
+    parser.add_argument("--sizes", metavar="MxKxN", help="matmul only: a is [M, K], b is [K, N] (default 256x256x256)")
     parser.add_argument("-o", "--output", required=True, help="the .pb file to write")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be at least 1")
+    sizes = None
+    if args.sizes is not None:
+        if args.name not in SIZED_MODELS:
+            parser.error(f"--sizes is for {', '.join(SIZED_MODELS)} only; {args.name} takes --batch")
+        try:
+            sizes = parse_sizes(args.sizes)
+        except ValueError as error:
+            parser.error(str(error))
+    elif args.name in SIZED_MODELS and args.batch != 1:
+        parser.error(f"{args.name} takes --sizes {'x'.join(SIZED_MODELS[args.name])}, not --batch")
     try:
-        info = write_model_with_info(args.name, args.output, batch=args.batch)
-    except PolytfError as exc:
+        info = write_model_with_info(args.name, args.output, batch=args.batch, sizes=sizes)
+    except (PolytfError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    shape = ",".join(str(d) for d in info.input_shape)
     print(info.path)
-    print(f"input: {info.input_name}:{shape}")
+    for name, shape in info.placeholders:
+        print(f"input: {name}:{','.join(str(d) for d in shape)}")
     print(f"output: {', '.join(info.output_names)}")
     return 0
 

@@ -3,14 +3,19 @@
 Every zoo model is frozen through ``tf.function`` + ``convert_variables_to_constants_v2`` with a
 FIXED input shape, so all shapes in the GraphDef are static. Node names in the written files:
 
-================== ============ ===================== ============ ==========================
-model              placeholder  input shape           output node  output shape
-================== ============ ===================== ============ ==========================
-``mlp``            ``input``    ``[batch, 784]``      ``Identity`` ``[batch, 10]``
-``cifar_cnn``      ``input``    ``[batch, 32, 32, 3]``  ``Identity`` ``[batch, 10]``
-``odd_matmul``     ``input``    ``[m=batch or 37, 53]`` ``Identity`` ``[m, 29]``
-``conv_bias_relu`` ``input``    ``[batch, 17, 19, 5]``  ``Identity`` ``[batch, 17, 19, 7]``
-================== ============ ===================== ============ ==========================
+======================== ============ ========================== ============ ==========================
+model                    placeholder  input shape                output node  output shape
+======================== ============ ========================== ============ ==========================
+``mlp``                  ``input``    ``[batch, 784]``           ``Identity`` ``[batch, 10]``
+``cifar_cnn``            ``input``    ``[batch, 32, 32, 3]``     ``Identity`` ``[batch, 10]``
+``odd_matmul``           ``input``    ``[m=batch or 37, 53]``    ``Identity`` ``[m, 29]``
+``conv_bias_relu``       ``input``    ``[batch, 17, 19, 5]``     ``Identity`` ``[batch, 17, 19, 7]``
+``conv3x3_bias_relu_56`` ``input``    ``[batch, 56, 56, 64]``    ``Identity`` ``[batch, 56, 56, 64]``
+``matmul``               ``a``, ``b`` ``[M, K]``, ``[K, N]``     ``Identity`` ``[M, N]``
+======================== ============ ========================== ============ ==========================
+
+``matmul`` is the one model with two placeholders and no weights; its sizes are
+``sizes=(M, K, N)`` (default 256 x 256 x 256), not ``batch``.
 
 The output ``Identity`` has a control input ``^NoOp`` in the Keras models (a ``NoOp`` gathering
 the variable reads); the frozen files contain ``Const`` nodes for all weights.
@@ -24,12 +29,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polytf.model_zoo.keras_models import cifar_cnn, conv_bias_relu, import_tensorflow, mlp, odd_matmul
+from polytf.model_zoo.keras_models import (
+    cifar_cnn,
+    conv3x3_bias_relu_56,
+    conv_bias_relu,
+    import_tensorflow,
+    matmul,
+    mlp,
+    odd_matmul,
+)
 
-__all__ = ["MODEL_NAMES", "INPUT_NAME", "OUTPUT_NAME", "ZooModelInfo", "freeze_to_graphdef", "freeze_model", "write_model"]
+__all__ = [
+    "MODEL_NAMES",
+    "SIZED_MODELS",
+    "DEFAULT_SIZES",
+    "INPUT_NAME",
+    "OUTPUT_NAME",
+    "ZooModelInfo",
+    "freeze_to_graphdef",
+    "freeze_model",
+    "write_model",
+]
 
 #: Models :func:`write_model` knows.
-MODEL_NAMES = ("mlp", "cifar_cnn", "odd_matmul", "conv_bias_relu")
+MODEL_NAMES = ("mlp", "cifar_cnn", "odd_matmul", "conv_bias_relu", "conv3x3_bias_relu_56", "matmul")
+#: Models whose sizes are given by ``sizes`` (a tuple of ints), not ``batch``.
+SIZED_MODELS = {"matmul": ("M", "K", "N")}
+#: Default ``sizes`` of :data:`SIZED_MODELS`.
+DEFAULT_SIZES = {"matmul": (256, 256, 256)}
 #: Placeholder name of every zoo model.
 INPUT_NAME = "input"
 #: Output node of every zoo model (single output).
@@ -42,10 +69,11 @@ class ZooModelInfo:
 
     Attributes:
         name: zoo model name.
-        input_name: the placeholder node's name.
+        input_name: the (first) placeholder node's name.
         input_shape: its static shape.
         output_names: output node names (``("Identity",)`` for every zoo model).
         path: the file written, when one was.
+        inputs: every placeholder as ``(name, shape)``, in order (empty: just the first one).
     """
 
     name: str
@@ -53,6 +81,12 @@ class ZooModelInfo:
     input_shape: tuple[int, ...]
     output_names: tuple[str, ...]
     path: Path | None = None
+    inputs: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def placeholders(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Every placeholder as ``(name, static shape)``, in order."""
+        return self.inputs or ((self.input_name, self.input_shape),)
 
 
 def _normalize_specs(tf: Any, input_specs: Any) -> list[Any]:
@@ -106,61 +140,93 @@ def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any) 
     return frozen.graph.as_graph_def()
 
 
-def _build(name: str, batch: int | None) -> tuple[Any, tuple[int, ...]]:
+def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple[Any, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """The model or function to freeze and its placeholders ``((name, shape), ...)``."""
+    b = 1 if batch is None else batch
     if name == "mlp":
-        b = 1 if batch is None else batch
-        return mlp(b), (b, 784)
+        return mlp(b), ((INPUT_NAME, (b, 784)),)
     if name == "cifar_cnn":
-        b = 1 if batch is None else batch
-        return cifar_cnn(b), (b, 32, 32, 3)
+        return cifar_cnn(b), ((INPUT_NAME, (b, 32, 32, 3)),)
     if name == "odd_matmul":
         fn = odd_matmul() if batch is None else odd_matmul(m=batch)
-        return fn, tuple(fn.input_shape)
-    if name == "conv_bias_relu":
-        fn = conv_bias_relu(1 if batch is None else batch)
-        return fn, tuple(fn.input_shape)
-    raise ValueError(f"unknown zoo model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    elif name == "conv_bias_relu":
+        fn = conv_bias_relu(b)
+    elif name == "conv3x3_bias_relu_56":
+        fn = conv3x3_bias_relu_56(b)
+    elif name == "matmul":
+        fn = matmul(*(sizes or DEFAULT_SIZES["matmul"]))
+        return fn, tuple(fn.input_specs)
+    else:
+        raise ValueError(f"unknown zoo model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    return fn, ((INPUT_NAME, tuple(fn.input_shape)),)
 
 
-def freeze_model(name: str, batch: int | None = None) -> tuple[Any, ZooModelInfo]:
+def _check_sizes(name: str, batch: int | None, sizes: Sequence[int] | None) -> tuple[int, ...] | None:
+    if name not in SIZED_MODELS:
+        if sizes is not None:
+            raise ValueError(f"zoo model {name!r} takes batch, not sizes")
+        return None
+    if batch not in (None, 1):
+        raise ValueError(f"zoo model {name!r} takes sizes={'x'.join(SIZED_MODELS[name])}, not batch")
+    if sizes is None:
+        return None
+    sizes = tuple(int(d) for d in sizes)
+    if len(sizes) != len(SIZED_MODELS[name]) or min(sizes) < 1:
+        raise ValueError(
+            f"zoo model {name!r} takes {len(SIZED_MODELS[name])} positive sizes {'x'.join(SIZED_MODELS[name])}, not {sizes}"
+        )
+    return sizes
+
+
+def freeze_model(name: str, batch: int | None = None, sizes: Sequence[int] | None = None) -> tuple[Any, ZooModelInfo]:
     """Build and freeze zoo model ``name``; returns ``(graph_def, info)``.
 
     ``batch`` is the leading dimension (default 1); for ``odd_matmul`` it is ``m`` (default 37).
+    ``sizes`` is for ``matmul`` only: ``(M, K, N)`` (default 256 x 256 x 256).
+
+    Raises:
+        ValueError: unknown name, a batch below 1, or sizes where they do not apply.
     """
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown zoo model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
     if batch is not None and int(batch) < 1:
         raise ValueError(f"batch must be at least 1, not {batch}")
-    model, shape = _build(name, None if batch is None else int(batch))
-    graph_def = freeze_to_graphdef(model, [(INPUT_NAME, shape)])
+    checked = _check_sizes(name, batch, sizes)
+    model, placeholders = _build(name, None if batch is None else int(batch), checked)
+    graph_def = freeze_to_graphdef(model, list(placeholders))
     consumed = {i.lstrip("^").split(":")[0] for n in graph_def.node for i in n.input}
     outputs = tuple(n.name for n in graph_def.node if n.name not in consumed and n.op not in ("NoOp", "Const", "Placeholder"))
-    return graph_def, ZooModelInfo(name, INPUT_NAME, shape, outputs)
+    (first_name, first_shape), *_ = placeholders
+    return graph_def, ZooModelInfo(name, first_name, first_shape, outputs, None, tuple(placeholders))
 
 
-def write_model(name: str, path: str | os.PathLike[str], batch: int | None = 1) -> Path:
+def write_model(name: str, path: str | os.PathLike[str], batch: int | None = 1, sizes: Sequence[int] | None = None) -> Path:
     """Write zoo model ``name`` as a binary frozen GraphDef to ``path`` and return the path.
 
     Args:
         name: one of :data:`MODEL_NAMES`.
         path: the ``.pb`` file to write (parent folders are created).
         batch: leading input dimension (default 1). For ``odd_matmul`` it is ``m``, except that
-            1 (the default) and ``None`` keep its default ``m=37``.
+            1 (the default) and ``None`` keep its default ``m=37``. Not for ``matmul``.
+        sizes: ``matmul`` only: ``(M, K, N)``, placeholders ``a: [M, K]`` and ``b: [K, N]``.
 
-    The file has placeholder ``"input"`` and output node ``"Identity"`` (see the module docstring).
+    The file has placeholder ``"input"`` (``matmul``: ``"a"`` and ``"b"``) and output node
+    ``"Identity"`` (see the module docstring).
     """
-    return write_model_with_info(name, path, batch).path  # type: ignore[return-value]
+    return write_model_with_info(name, path, batch, sizes).path  # type: ignore[return-value]
 
 
-def write_model_with_info(name: str, path: str | os.PathLike[str], batch: int | None = 1) -> ZooModelInfo:
+def write_model_with_info(
+    name: str, path: str | os.PathLike[str], batch: int | None = 1, sizes: Sequence[int] | None = None
+) -> ZooModelInfo:
     """Like :func:`write_model`, returning the :class:`ZooModelInfo` (with ``path`` set)."""
     if name == "odd_matmul" and batch == 1:
         batch = None
-    graph_def, info = freeze_model(name, batch)
+    graph_def, info = freeze_model(name, batch, sizes)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(graph_def.SerializeToString(deterministic=True))
-    return ZooModelInfo(info.name, info.input_name, info.input_shape, info.output_names, out)
+    return ZooModelInfo(info.name, info.input_name, info.input_shape, info.output_names, out, info.inputs)
 
 
 def zoo_models() -> Sequence[str]:

@@ -17,7 +17,16 @@ import numpy as np
 
 from polytf.errors import DependencyMissingError
 
-__all__ = ["mlp", "cifar_cnn", "odd_matmul", "conv_bias_relu", "randomize_weights", "import_tensorflow"]
+__all__ = [
+    "mlp",
+    "cifar_cnn",
+    "odd_matmul",
+    "matmul",
+    "conv_bias_relu",
+    "conv3x3_bias_relu_56",
+    "randomize_weights",
+    "import_tensorflow",
+]
 
 DEFAULT_SEED = 0
 
@@ -131,6 +140,26 @@ def odd_matmul(m: int = 37, k: int = 53, n: int = 29, seed: int = DEFAULT_SEED) 
     return function
 
 
+def matmul(m: int = 256, k: int = 256, n: int = 256) -> Any:
+    """A single ``MatMul`` of two float32 placeholders: ``a: [m, k], b: [k, n] -> [m, n]``.
+
+    Returns a ``tf.function``; its inputs are ``fn.input_specs`` = ``(("a", (m, k)), ("b", (k, n)))``.
+    Frozen: placeholders ``"a"`` and ``"b"``, node ``"MatMul"``, output node ``"Identity"``. No weights:
+    both operands are inputs, so nothing of the product can be folded at compile time.
+    """
+    tf = import_tensorflow()
+    for label, size in (("m", m), ("k", k), ("n", n)):
+        if int(size) < 1:
+            raise ValueError(f"matmul size {label} must be at least 1, not {size}")
+
+    def fn(a: Any, b: Any) -> Any:
+        return tf.linalg.matmul(a, b, name="MatMul")
+
+    function = tf.function(fn)
+    function.input_specs = (("a", (int(m), int(k))), ("b", (int(k), int(n))))  # type: ignore[attr-defined]
+    return function
+
+
 def conv_bias_relu(
     batch: int = 1,
     h: int = 17,
@@ -163,3 +192,12 @@ def conv_bias_relu(
     function = tf.function(fn)
     function.input_shape = (batch, h, w, c)  # type: ignore[attr-defined]
     return function
+
+
+def conv3x3_bias_relu_56(batch: int = 1, seed: int = DEFAULT_SEED) -> Any:
+    """A ResNet-style layer: :func:`conv_bias_relu` with input ``[batch, 56, 56, 64]`` (NHWC),
+    a 3x3 64 -> 64 filter, stride 1, SAME padding: output ``[batch, 56, 56, 64]``.
+
+    2 * batch * 56 * 56 * 64 * 3 * 3 * 64 = batch * 231.2 MFLOP for the convolution.
+    """
+    return conv_bias_relu(batch, h=56, w=56, c=64, filters=64, stride=1, padding="SAME", seed=seed)

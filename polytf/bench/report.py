@@ -1,0 +1,233 @@
+"""Writing a benchmark result as ``OUT.json`` (every raw number), ``OUT.md`` (machine, settings
+and one table row per entry and thread count) and ``OUT.png`` (speedup of polytf over each
+baseline, per row).
+
+The result is a JSON-serialisable dict made by :mod:`polytf.bench.runner`:
+
+* ``machine``: see :func:`polytf.bench.machine.describe_machine`, plus ``baseline_blas``
+  (thread count -> BLAS libraries as the baseline process saw them) and ``tensorflow``;
+* ``settings``: trials, rounds, repeats, warm-up calls, cache, command;
+* ``rows``: one per (entry, threads), with ``systems`` (system -> ``median_s`` and
+  ``round_medians_s``, or ``error``), ``gflops``, ``speedup`` (baseline time / polytf time),
+  ``tuning``, ``max_abs_error`` (polytf vs numpy);
+* ``notes``, ``interrupted``, ``failure``.
+
+Times are seconds in the JSON and milliseconds in the Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from polytf.bench.machine import describe_blas, machine_summary
+
+__all__ = ["write_report", "markdown", "table", "columns", "write_chart", "format_gflops", "BASELINE_LABELS"]
+
+#: Column titles of the baselines.
+BASELINE_LABELS = {"numpy": "numpy", "tensorflow": "TF", "xla": "XLA"}
+
+
+def _ms(system: dict[str, Any] | None) -> str:
+    if not system or system.get("median_s") is None:
+        return "-"
+    return f"{system['median_s'] * 1e3:.3f}"
+
+
+def _ratio(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
+
+
+def format_gflops(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3f}"
+
+
+def _tuning(tuning: dict[str, Any]) -> str:
+    if tuning.get("new_trials", 0) == 0:
+        return f"{tuning.get('wall_s', 0):.1f} (cached)"
+    return f"{tuning.get('wall_s', 0):.1f}"
+
+
+def columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Table columns as ``(title, row -> cell)``; TF and XLA columns only when some row has them."""
+    tensorflow = any(s in row.get("systems", {}) for row in rows for s in ("tensorflow", "xla")) or not rows
+
+    def time(system):
+        return lambda row: _ms(row.get("systems", {}).get(system))
+
+    def ratio(key):
+        return lambda row: _ratio(row.get("speedup", {}).get(key))
+
+    columns = [
+        ("entry", lambda row: row["entry"]),
+        ("threads", lambda row: str(row["threads"])),
+        ("polytf ms", time("polytf")),
+        ("polytf kernels ms", time("polytf_kernels")),
+        ("numpy ms", time("numpy")),
+    ]
+    if tensorflow:
+        columns += [("TF ms", time("tensorflow")), ("XLA ms", time("xla"))]
+    columns += [
+        ("polytf GFLOP/s", lambda row: format_gflops(row.get("gflops", {}).get("polytf"))),
+        ("best baseline / polytf", ratio("best_baseline")),
+    ]
+    if tensorflow:
+        columns.append(("TF / polytf", ratio("tensorflow")))
+    columns += [
+        ("tune s", lambda row: _tuning(row.get("tuning", {}))),
+        ("max abs err vs numpy", lambda row: f"{row['max_abs_error']:.2e}" if row.get("max_abs_error") is not None else "-"),
+    ]
+    return columns
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table: one line per row (entry, threads)."""
+    chosen = columns(rows)
+    lines = ["| " + " | ".join(title for title, _ in chosen) + " |", "|" + "---|" * len(chosen)]
+    lines += ["| " + " | ".join(cell(row) for _, cell in chosen) + " |" for row in rows]
+    if not rows:
+        lines.append("| (no finished rows) |" + " |" * (len(chosen) - 1))
+    return lines
+
+
+def markdown(result: dict[str, Any], png_name: str | None = None) -> str:
+    """The Markdown report of ``result`` (see the module docstring)."""
+    machine = result.get("machine", {})
+    settings = result.get("settings", {})
+    rows = result.get("rows", [])
+    threads = sorted({row["threads"] for row in rows}) or settings.get("threads", [])
+    lines = [
+        "# polytf bench",
+        "",
+        f"**Machine:** {machine_summary(machine)}.",
+        "",
+        f"**Run:** {machine.get('date')}, polytf {machine.get('polytf')}"
+        + (f" (commit `{machine['commit']}`)" if machine.get("commit") else "")
+        + f", "
+        f"threads {', '.join(map(str, threads))}; TensorFlow: {machine.get('tensorflow') or 'not used'}.",
+    ]
+    for count, libraries in sorted(machine.get("baseline_blas", {}).items(), key=lambda item: int(item[0])):
+        lines.append(
+            f"Baseline process with {count} thread(s): numpy's BLAS {describe_blas(libraries, machine.get('openblas_coretype'))}, {_blas_threads(libraries)} BLAS thread(s)."
+        )
+    lines += [
+        "",
+        f"polytf tuned with {settings.get('trials_per_kernel')} trials per kernel ({settings.get('cache')}). "
+        f"Each time is the median of {settings.get('rounds')} round medians; a round is {settings.get('warmup')} untimed calls and "
+        f"{settings.get('repeats')} timed calls of one system, rounds alternating between systems. Every call "
+        "returns numpy arrays (polytf: `model(**inputs)`, copying inputs in and outputs out; TF/XLA: `tf.function` on the same GraphDef, "
+        "on input tensors made once before timing, outputs fetched with `.numpy()`); "
+        "*polytf kernels* is the kernels alone on bound inputs. GFLOP/s counts MatMul and Conv2D (2 FLOPs per multiply-add).",
+        "",
+    ]
+    lines += table(rows)
+    lines += ["", "Ratios are baseline time / polytf time: above 1 means polytf is faster (higher throughput)."]
+    errors = [
+        (row["entry"], row["threads"], system, data["error"])
+        for row in rows
+        for system, data in row.get("systems", {}).items()
+        if data.get("error")
+    ]
+    lines += [
+        f"- {entry}, {count} thread(s): {BASELINE_LABELS.get(system, system)} failed: {error}"
+        for entry, count, system, error in errors
+    ]
+    lines += [f"- {note}" for note in result.get("notes", [])]
+    if result.get("interrupted"):
+        lines.append("- **Interrupted**: only the rows above finished.")
+    if result.get("failure"):
+        lines.append(f"- **Stopped by an error**: {result['failure']}")
+    if png_name:
+        lines += ["", f"![speedup of polytf over each baseline]({png_name})"]
+    return "\n".join(lines) + "\n"
+
+
+def _blas_threads(libraries: list[dict[str, Any]]) -> str:
+    counts = sorted({str(lib.get("num_threads")) for lib in libraries if lib.get("user_api") == "blas"})
+    return "/".join(counts) or "?"
+
+
+def write_chart(result: dict[str, Any], path: Path) -> Path:
+    """Bar chart (PNG, matplotlib's Agg backend): per row, baseline time / polytf time for each
+    baseline, on a log scale with a line at 1.0."""
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result.get("rows", [])
+    systems = [s for s in BASELINE_LABELS if any(row.get("speedup", {}).get(s) for row in rows)]
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.2 * len(rows) + 2.5), 4.5), dpi=110)
+    width = 0.8 / max(1, len(systems))
+    values_seen = [1.0]
+    for index, system in enumerate(systems):
+        positions, heights = [], []
+        for position, row in enumerate(rows):
+            value = row.get("speedup", {}).get(system)
+            if value and math.isfinite(value) and value > 0:
+                positions.append(position + (index - (len(systems) - 1) / 2) * width)
+                heights.append(value)
+        values_seen += heights
+        bars = axes.bar(positions, heights, width=width, label=f"vs {BASELINE_LABELS[system]}")
+        axes.bar_label(bars, labels=[f"{h:.2f}" for h in heights], fontsize=7, padding=1)
+    axes.axhline(1.0, color="black", linewidth=1)
+    axes.set_yscale("log")
+    plain = matplotlib.ticker.FormatStrFormatter("%g")  # 0.5, 1, 2 rather than 5x10^-1
+    axes.yaxis.set_major_formatter(plain)
+    axes.yaxis.set_minor_formatter(plain)
+    axes.set_ylim(min(values_seen) / 1.5, max(values_seen) * 1.5)
+    axes.set_xticks(
+        range(len(rows)), [f"{row['entry']}\n{row['threads']} thr" for row in rows], fontsize=8, rotation=20, ha="right"
+    )
+    axes.set_ylabel("speedup of polytf (baseline time / polytf time)")
+    machine = result.get("machine", {})
+    axes.set_title(
+        f"polytf bench on {machine.get('cpu', '?')} ({machine.get('llvm_cpu', {}).get('name', '?')}), {str(machine.get('date', ''))[:10]}",
+        fontsize=9,
+    )
+    if systems:
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    plt.close(figure)
+    return path
+
+
+def write_report(result: dict[str, Any], out: str | Path) -> tuple[Path, Path, Path]:
+    """Write ``OUT.json``, ``OUT.md`` and ``OUT.png`` (``out`` without suffix; folders are
+    created) and return their paths."""
+    base = Path(out)
+    if base.suffix in (".md", ".json", ".png"):
+        base = base.with_suffix("")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    json_path, md_path, png_path = (base.with_name(base.name + suffix) for suffix in (".json", ".md", ".png"))
+    json_path.write_text(json.dumps(_finite(result), indent=2, default=_json_default, allow_nan=False) + "\n")
+    write_chart(result, png_path)
+    md_path.write_text(markdown(result, png_path.name))
+    return md_path, json_path, png_path
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (strict JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")

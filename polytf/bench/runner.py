@@ -1,0 +1,423 @@
+"""``polytf bench``: for every entry and thread count, in one run, write the GraphDef, tune it
+with polytf, load it, verify it against numpy, then time polytf, numpy, TensorFlow and XLA
+with the same thread count, and write the report after every finished row (so Ctrl-C keeps
+the rows already measured).
+
+polytf is timed in this process; the baselines in a child process per thread count
+(:class:`polytf.bench.baselines.BaselineWorker`). Rounds alternate between the systems: a
+polytf round (``model(**inputs)``), a polytf kernels-only round, then one round of each
+baseline; every figure is the median of the round medians.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from polytf.bench.report import columns
+from polytf.bench.suite import DEFAULT_SUITE, Workload, contraction_flops, resolve_entries
+from polytf.errors import DependencyMissingError, PolytfError
+
+__all__ = ["BenchOptions", "run_bench"]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Settings of one ``polytf bench`` run.
+
+    Attributes:
+        entries: entry specs (see :mod:`polytf.bench.suite`); empty: the suite.
+        suite: suite name (default ``issue3`` when there are no entries).
+        threads: thread counts overriding every entry's own; ``None``: the entries' own.
+        trials: trials per kernel (``None``: polytf's default, 20).
+        rounds: timing rounds per system.
+        repeats: timed calls per round.
+        warmup: untimed calls before each round.
+        out: report path without suffix (``OUT.md``, ``OUT.json``, ``OUT.png``).
+        cache_dir: tuning-record cache to use and reuse; ``None``: a fresh temporary one, so
+            every kernel is tuned in this run and the tuning time is real.
+        tensorflow: time TensorFlow and XLA too (when TensorFlow is installed).
+        seed: seed of the tuner and of the random inputs.
+    """
+
+    entries: tuple[str, ...] = ()
+    suite: str | None = None
+    threads: tuple[int, ...] | None = None
+    trials: int | None = None
+    rounds: int = 5
+    repeats: int = 30
+    warmup: int = 3
+    out: Path = Path("results/bench")
+    cache_dir: Path | None = None
+    tensorflow: bool = True
+    seed: int = 0
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+class _Display:
+    """Two progress bars: rows done, and the current phase (trials of a kernel, rounds)."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        )
+        self.rows = self.progress.add_task("bench", total=total)
+        self.phase = self.progress.add_task("", total=None)
+
+    def __enter__(self) -> _Display:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def step(self, description: str, total: int | None = None) -> None:
+        self.progress.update(self.phase, description=f"  {description}", total=total, completed=0)
+
+    def advance(self) -> None:
+        self.progress.advance(self.phase)
+
+
+def _tuning_progress(display: _Display, label: str) -> Any:
+    from polytf.autotune.model_tuner import TuningProgress
+
+    class Progress(TuningProgress):
+        def kernel_started(self, kernel, trials):
+            display.step(f"{label}: tuning {kernel.scop.name} ({'+'.join(op for _, op in kernel.scop.ops)})", trials)
+
+        def trial_done(self, kernel):
+            return lambda *args: display.advance()
+
+        def message(self, text):
+            display.step(f"{label}: {text}")
+
+    return Progress()
+
+
+def _speedups(systems: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Baseline time / polytf time per baseline, and ``best_baseline`` (the fastest one's)."""
+    from polytf.bench.baselines import SYSTEMS
+
+    polytf_s = systems["polytf"]["median_s"]
+    baselines = {s: systems[s]["median_s"] for s in SYSTEMS if "median_s" in systems.get(s, {})}
+    speedup = {s: t / polytf_s for s, t in baselines.items()}
+    if baselines:
+        speedup["best_baseline"] = min(baselines.values()) / polytf_s
+    return speedup
+
+
+def _check_outputs(actual: dict, expected: dict, label: str) -> float:
+    """Max abs error of polytf against numpy; raises PolytfError beyond float32 tolerance
+    (``|a - e| <= rtol·|e| + atol_scale·max|e| + 1e-6``, the tuner's own check)."""
+    import numpy as np
+
+    from polytf.config import MeasurementConfig
+
+    config = MeasurementConfig()
+    worst = 0.0
+    for name, reference in expected.items():
+        if name not in actual or actual[name].shape != reference.shape:
+            raise PolytfError(
+                f"{label}: polytf returned {sorted(actual)} with shapes {[a.shape for a in actual.values()]}, numpy {name} {reference.shape}"
+            )
+        scale = float(np.max(np.abs(reference), initial=0.0))
+        atol = config.atol_scale * scale + 1e-6
+        difference = np.abs(actual[name].astype(np.float64) - reference.astype(np.float64))
+        worst = max(worst, float(np.max(difference, initial=0.0)))
+        if not np.allclose(actual[name], reference, rtol=config.rtol, atol=atol):
+            raise PolytfError(
+                f"{label}: polytf's output '{name}' differs from the numpy reference: max abs error {worst:.3g} "
+                f"beyond float32 tolerance (rtol {config.rtol}, atol {atol:.3g}); not timing a wrong result"
+            )
+    return worst
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """An entry ready to run: its GraphDef, random inputs (arrays and .npy files), numpy's
+    outputs on them, and its MatMul/Conv2D FLOPs (None when it has neither)."""
+
+    path: Path
+    arrays: dict[str, Any]
+    files: dict[str, str]
+    expected: dict[str, Any]
+    flops: int | None
+
+
+class _Run:
+    """State of one bench run: options, work folder, baseline processes, the result dict."""
+
+    def __init__(self, options: BenchOptions, console: Console, workdir: Path) -> None:
+        self.options = options
+        self.console = console
+        self.workdir = workdir
+        self.cache_dir = options.cache_dir or workdir / "cache"
+        self.tensorflow = options.tensorflow and importlib.util.find_spec("tensorflow") is not None
+        self.workers: dict[int, Any] = {}
+        self.models: dict[str, _Prepared] = {}
+
+    def worker(self, threads: int, result: dict) -> Any:
+        from polytf.bench.baselines import BaselineWorker
+
+        if threads not in self.workers:
+            worker = BaselineWorker(threads, self.tensorflow, self.workdir / f"baselines_{threads}.log")
+            self.workers[threads] = worker
+            result["machine"].setdefault("baseline_blas", {})[str(threads)] = worker.info["blas"]
+            if worker.info.get("tensorflow"):
+                result["machine"]["tensorflow"] = worker.info["tensorflow"]
+            elif worker.info.get("tensorflow_error") and not any("TensorFlow" in n for n in result["notes"]):
+                result["notes"].append(f"TensorFlow and XLA not timed: {worker.info['tensorflow_error']}")
+        return self.workers[threads]
+
+    def prepare(self, workload: Workload, display: _Display) -> _Prepared:
+        """Write the GraphDef, its random inputs (also as .npy) and numpy's outputs, once per entry."""
+        import numpy as np
+
+        from polytf.bench.baselines import NumpyGraph
+
+        if workload.spec not in self.models:
+            display.step(f"{workload.label}: writing the GraphDef and the numpy reference")
+            path = workload.write(self.workdir / "models")
+            graph = NumpyGraph(path)
+            rng = np.random.default_rng(self.options.seed)
+            inputs = {name: rng.standard_normal(t.shape).astype(t.dtype) for name, t in graph.input_types.items()}
+            files = {}
+            for index, (name, value) in enumerate(inputs.items()):
+                files[name] = str(self.workdir / "models" / f"entry{len(self.models)}_input{index}.npy")
+                Path(files[name]).parent.mkdir(parents=True, exist_ok=True)
+                np.save(files[name], value)
+            expected = graph(**inputs)
+            self.models[workload.spec] = _Prepared(path, inputs, files, expected, contraction_flops(path))
+        return self.models[workload.spec]
+
+    def measure(self, workload: Workload, threads: int, display: _Display, result: dict) -> dict[str, Any]:
+        """One row: tune, load, verify, then alternate timing rounds."""
+        import polytf
+        from polytf.config import TuningConfig
+
+        options = self.options
+        label = f"{workload.label} ({threads} thread{'s' if threads > 1 else ''})"
+        prepared = self.prepare(workload, display)
+        path, arrays, flops = prepared.path, prepared.arrays, prepared.flops
+        trials = options.trials or TuningConfig().trials
+        started = time.perf_counter()
+        report = polytf.tune(
+            path,
+            trials=trials,
+            cache_dir=self.cache_dir,
+            threads=threads,
+            seed=options.seed,
+            progress=_tuning_progress(display, label),
+        )
+        tune_wall_s = time.perf_counter() - started
+        if report.interrupted:
+            raise KeyboardInterrupt
+        display.step(f"{label}: loading and verifying against numpy")
+        model = polytf.load(path, cache_dir=self.cache_dir, threads=threads)
+        max_error = _check_outputs(model(**arrays), prepared.expected, label)
+
+        worker = self.worker(threads, result)
+        request = {
+            "op": "load",
+            "model": str(path),
+            "inputs": prepared.files,
+            "outputs": list(model.output_names),
+            "warmup": options.warmup,
+        }
+        loaded = worker.request(request)
+        display.step(f"{label}: timing", options.rounds)
+        rounds = self.time_rounds(model, arrays, worker, loaded["systems"], display)
+        systems: dict[str, dict[str, Any]] = {
+            s: {"median_s": statistics.median(r), "round_medians_s": r} for s, r in rounds.items()
+        }
+        for system, error in loaded["errors"].items():
+            systems[system] = {"error": error}
+        return {
+            "entry": workload.label,
+            "spec": workload.public_spec,
+            "threads": threads,
+            "inputs": {name: list(value.shape) for name, value in arrays.items()},
+            "outputs": list(model.output_names),
+            "flops": flops,
+            "kernels": len(model.kernels),
+            "tuning": {
+                "wall_s": tune_wall_s,
+                "elapsed_s": report.elapsed_s,
+                "trials_per_kernel": trials,
+                "new_trials": report.new_trials,
+                "failed_trials": sum(k.failed_trials for k in report.kernels),
+                "statuses": sorted({k.status for k in report.kernels}),
+                "model_default_latency_s": _finite(report.model_default_latency_s),
+                "model_tuned_latency_s": _finite(report.model_tuned_latency_s),
+            },
+            "max_abs_error": max_error,
+            "baseline_max_abs_error_vs_numpy": loaded["max_abs_error_vs_numpy"],
+            "systems": systems,
+            "gflops": {s: flops / data["median_s"] / 1e9 for s, data in systems.items() if flops and "median_s" in data},
+            "speedup": _speedups(systems),
+        }
+
+    def time_rounds(
+        self, model: Any, arrays: dict, worker: Any, baselines: list[str], display: _Display
+    ) -> dict[str, list[float]]:
+        """Per system, the median of each round, seconds: a polytf round (``model(**arrays)``), a
+        kernels-only round (inputs bound once), then one round of each baseline in the child."""
+        from polytf.bench.baselines import SETTLE_S, round_median_s
+
+        repeats, warmup = self.options.repeats, self.options.warmup
+        rounds: dict[str, list[float]] = {"polytf": [], "polytf_kernels": [], **{s: [] for s in baselines}}
+        for _ in range(self.options.rounds):
+            time.sleep(SETTLE_S)
+            rounds["polytf"].append(round_median_s(lambda: model(**arrays), repeats, warmup))
+            time.sleep(SETTLE_S)
+            rounds["polytf_kernels"].append(statistics.median(model.latency_s(arrays, repeats, warmup)))
+            answer = worker.request({"op": "round", "repeats": repeats, "warmup": warmup})
+            for system, median_s in answer["median_s"].items():
+                rounds[system].append(median_s)
+            display.advance()
+        return rounds
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+
+
+def _summary_table(rows: list[dict[str, Any]]) -> Table:
+    """The report's table for the terminal."""
+    table = Table(title="polytf bench (ratios: baseline time / polytf time, above 1: polytf faster)")
+    chosen = columns(rows)
+    for title, _ in chosen:
+        table.add_column(title, justify="left" if title == "entry" else "right")
+    for row in rows:
+        table.add_row(*(cell(row) for _, cell in chosen))
+    return table
+
+
+def _command(options: BenchOptions, plan: list) -> str:
+    """The ``polytf bench`` command line that repeats this run (entries spelled out)."""
+    words = ["polytf", "bench"]
+    if options.suite or not options.entries:
+        words += ["--suite", options.suite or DEFAULT_SUITE]
+    words += [w.public_spec for w, _ in plan[len(plan) - len(options.entries) :]]
+    if options.threads:
+        words += ["--threads", ",".join(map(str, options.threads))]
+    if options.trials:
+        words += ["--trials", str(options.trials)]
+    words += ["--rounds", str(options.rounds), "--repeats", str(options.repeats), "--warmup", str(options.warmup)]
+    if not options.tensorflow:
+        words.append("--no-tensorflow")
+    return " ".join(words)
+
+
+def run_bench(options: BenchOptions, console: Console | None = None, stdout: Console | None = None) -> int:
+    """Run the benchmark and write ``OUT.md``, ``OUT.json`` and ``OUT.png``.
+
+    Returns:
+        0, or 130 when interrupted (finished rows are written).
+
+    Raises:
+        DependencyMissingError: matplotlib or threadpoolctl is not installed (``polytf[bench]``).
+        PolytfError: an unknown entry or suite (before anything runs), a model polytf cannot
+            compile, or a polytf result that differs from numpy (after writing finished rows).
+    """
+    from polytf.bench.machine import describe_machine
+    from polytf.bench.report import write_report
+    from polytf.config import TuningConfig
+
+    console = console or Console(stderr=True)
+    stdout = stdout or Console()
+    plan = resolve_entries(options.entries, options.suite, options.threads)
+    missing = [name for name in ("matplotlib", "threadpoolctl") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise DependencyMissingError(f"polytf bench needs {' and '.join(missing)}: pip install 'polytf[bench]'")
+    if options.rounds < 1 or options.repeats < 1 or options.warmup < 0 or (options.trials is not None and options.trials < 1):
+        raise PolytfError("--rounds, --repeats and --trials must be at least 1 (--warmup at least 0)")
+    steps = [(workload, threads) for workload, counts in plan for threads in counts]
+    result: dict[str, Any] = {
+        "machine": describe_machine(),
+        "settings": {
+            "entries": [w.public_spec for w, _ in plan],
+            "threads": sorted({t for _, t in steps}),
+            "trials_per_kernel": options.trials or TuningConfig().trials,
+            "rounds": options.rounds,
+            "repeats": options.repeats,
+            "warmup": options.warmup,
+            "cache": "records reused from --cache-dir" if options.cache_dir else "fresh cache: every kernel tuned in this run",
+            "seed": options.seed,
+            "command": _command(options, plan),
+        },
+        "rows": [],
+        "notes": [],
+        "interrupted": False,
+        "failure": None,
+    }
+    result["machine"]["tensorflow"] = None
+    if not options.tensorflow:
+        result["notes"].append("TensorFlow and XLA not timed: --no-tensorflow")
+    elif importlib.util.find_spec("tensorflow") is None:
+        result["notes"].append("TensorFlow and XLA not timed: TensorFlow is not installed (pip install 'polytf[tensorflow]')")
+    result["notes"].append(
+        "numpy runs the op registry's reference code: np.matmul (BLAS) for MatMul; Conv2D as float64 np.tensordot per filter tap."
+    )
+    paths = None
+    code = 0
+    with tempfile.TemporaryDirectory(prefix="polytf-bench-") as folder:
+        run = _Run(options, console, Path(folder))
+        try:
+            with _Display(console, len(steps)) as display:
+                for index, (workload, threads) in enumerate(steps):
+                    display.progress.update(
+                        display.rows, description=f"[{index + 1}/{len(steps)}] {workload.label}, {threads} thread(s)"
+                    )
+                    result["rows"].append(run.measure(workload, threads, display, result))
+                    paths = write_report(result, options.out)
+                    display.progress.advance(display.rows)
+        except KeyboardInterrupt:
+            result["interrupted"] = True
+            code = 130
+        except PolytfError as error:
+            result["failure"] = str(error)
+            paths = write_report(result, options.out)
+            raise
+        finally:
+            run.close()
+    paths = write_report(result, options.out)
+    if result["rows"]:
+        stdout.print(_summary_table(result["rows"]))
+    if code == 130:
+        console.print(f"[yellow]interrupted: {len(result['rows'])} finished row(s) written[/]")
+    stdout.print(f"wrote {', '.join(os.fspath(p) for p in paths)}")
+    return code
+
+
+def options_from_arguments(args: Any) -> BenchOptions:
+    """:class:`BenchOptions` from the ``polytf bench`` command line (see :mod:`polytf.cli`)."""
+    from polytf.bench.suite import parse_threads
+
+    return BenchOptions(
+        entries=tuple(args.entries or ()),
+        suite=args.suite,
+        threads=parse_threads(args.threads) if args.threads else None,
+        trials=args.trials,
+        rounds=args.rounds,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        out=Path(args.out),
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        tensorflow=not args.no_tensorflow,
+        seed=args.seed,
+    )

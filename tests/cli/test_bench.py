@@ -1,0 +1,208 @@
+"""``polytf bench``: report files (Markdown, JSON, PNG) for a tiny entry, with and without
+TensorFlow; entry parsing, suites and the zoo's single-op models; help and errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from polytf.bench.suite import SUITES, contraction_flops, parse_entry, parse_threads, resolve_entries
+from polytf.errors import PolytfError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+#: a: [6, 5] @ b: [5, 4] -> Relu, two placeholders, as a text GraphDef (no TensorFlow needed).
+MATMUL_RELU_PBTXT = """
+node { name: "a" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 6 } dim { size: 5 } } } } }
+node { name: "b" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 5 } dim { size: 4 } } } } }
+node { name: "mm" op: "MatMul" input: "a" input: "b" attr { key: "T" value { type: DT_FLOAT } } }
+node { name: "out" op: "Relu" input: "mm" attr { key: "T" value { type: DT_FLOAT } } }
+"""
+
+
+def polytf(*args, timeout=600):
+    command = [sys.executable, "-m", "polytf.cli", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env=dict(os.environ), timeout=timeout)
+
+
+def bench(*args):
+    """Run ``polytf bench`` in this process (saves an interpreter and TensorFlow start)."""
+    from polytf.cli import main
+
+    return main(["bench", *map(str, args)])
+
+
+def check_report(out, entries, systems, threads=(1,)):
+    """The three files exist; the JSON rows and fields are there with positive times."""
+    md, js, png = (out.with_name(out.name + suffix) for suffix in (".md", ".json", ".png"))
+    assert md.is_file() and js.is_file() and png.is_file()
+    assert png.read_bytes()[:8] == PNG_MAGIC
+
+    result = json.loads(js.read_text())
+    assert [(row["entry"], row["threads"]) for row in result["rows"]] == [(e, t) for e in entries for t in threads]
+    for row in result["rows"]:
+        for system in ("polytf", "polytf_kernels", *systems):
+            data = row["systems"][system]
+            assert data["median_s"] > 0 and len(data["round_medians_s"]) == 1 and all(t > 0 for t in data["round_medians_s"])
+        for system in systems:
+            assert row["speedup"][system] == pytest.approx(
+                row["systems"][system]["median_s"] / row["systems"]["polytf"]["median_s"]
+            )
+        assert row["speedup"]["best_baseline"] > 0
+        assert row["flops"] > 0 and row["gflops"]["polytf"] > 0
+        assert row["tuning"]["wall_s"] > 0 and row["tuning"]["new_trials"] >= 1
+        assert 0 <= row["max_abs_error"] < 1e-3
+    machine = result["machine"]
+    assert machine["cpu"] and machine["llvm_cpu"]["name"] and machine["cores"] >= 1
+    assert {"avx2", "fma"} <= set(machine["llvm_cpu"]["notable"]) or machine["llvm_cpu"]["notable"] == {}
+    assert not result["interrupted"] and result["failure"] is None
+
+    text = md.read_text()
+    assert machine["cpu"] in text and machine["llvm_cpu"]["name"] in text
+    blas = [lib for lib in machine["blas"] if lib["user_api"] == "blas"]
+    if blas:  # threadpoolctl found numpy's BLAS
+        assert blas[0]["version"] in text and ("OpenBLAS" in text or blas[0]["internal_api"] in text)
+    assert f"numpy {np.__version__}" in text
+    assert "| entry | threads | polytf ms |" in text and "GFLOP/s" in text
+    return result, text
+
+
+def test_bench_without_tensorflow(tmp_path):
+    model = tmp_path / "matmul_relu.pbtxt"
+    model.write_text(MATMUL_RELU_PBTXT)
+    out = tmp_path / "report" / "bench"
+    code = bench(
+        model,
+        "--no-tensorflow",
+        "--threads",
+        "1",
+        "--trials",
+        "2",
+        "--rounds",
+        "1",
+        "--repeats",
+        "3",
+        "--warmup",
+        "1",
+        "--out",
+        out,
+    )
+    assert code == 0
+    result, text = check_report(out, ["matmul_relu"], ["numpy"])
+    row = result["rows"][0]
+    assert row["flops"] == 2 * 6 * 5 * 4 and row["inputs"] == {"a": [6, 5], "b": [5, 4]} and row["outputs"] == ["out"]
+    assert "tensorflow" not in row["systems"] and "xla" not in row["systems"]
+    assert "not timed: --no-tensorflow" in text and "TF ms" not in text and "XLA ms" not in text
+    assert str(tmp_path) not in out.with_name("bench.json").read_text()  # no absolute paths of the machine
+
+
+def test_a_wrong_result_stops_the_bench_loudly(tmp_path, monkeypatch, capsys):
+    from polytf.bench.baselines import NumpyGraph
+
+    original = NumpyGraph.__call__
+    monkeypatch.setattr(NumpyGraph, "__call__", lambda self, **feeds: {k: v + 1.0 for k, v in original(self, **feeds).items()})
+    model = tmp_path / "matmul_relu.pbtxt"
+    model.write_text(MATMUL_RELU_PBTXT)
+    out = tmp_path / "bench"
+    code = bench(model, "--no-tensorflow", "--threads", "1", "--trials", "1", "--rounds", "1", "--repeats", "1", "--out", out)
+    assert code == 1
+    assert "differs from the numpy reference" in " ".join(capsys.readouterr().err.split())  # rich wraps lines
+    result = json.loads(out.with_name("bench.json").read_text())
+    assert result["rows"] == [] and "differs from the numpy reference" in result["failure"]
+    assert "Stopped by an error" in out.with_name("bench.md").read_text()
+
+
+@pytest.mark.tensorflow
+def test_bench_zoo_matmul_with_tensorflow_and_xla(tmp_path):
+    pytest.importorskip("tensorflow")
+    out = tmp_path / "bench"
+    code = bench(
+        "matmul:32x48x40", "--threads", "1", "--trials", "2", "--rounds", "1", "--repeats", "3", "--warmup", "1", "--out", out
+    )
+    assert code == 0
+    result, text = check_report(out, ["matmul 32x48x40"], ["numpy", "tensorflow", "xla"])
+    row = result["rows"][0]
+    assert row["flops"] == 2 * 32 * 48 * 40
+    assert all(error < 1e-3 for error in row["baseline_max_abs_error_vs_numpy"].values())
+    assert result["machine"]["tensorflow"] and f"TensorFlow: {result['machine']['tensorflow']}" in text
+    assert "| TF ms | XLA ms |" in text and "TF / polytf" in text
+    assert "1" in result["machine"]["baseline_blas"]
+
+
+def test_entry_specs_and_suites(tmp_path):
+    assert parse_entry("matmul:1024x1024x1024").sizes == (1024, 1024, 1024)
+    assert parse_entry("cifar_cnn:32").batch == 32 and parse_entry("cifar_cnn:32").label == "cifar_cnn b32"
+    assert parse_entry("conv3x3_bias_relu_56").batch is None
+    for bad in ("resnet50", "matmul:12x3", "mlp:0", "mlp:2x3", "missing/model.pb"):
+        with pytest.raises(PolytfError):
+            parse_entry(bad)
+    assert parse_threads("1, 2,2") == (1, 2)
+    with pytest.raises(PolytfError):
+        parse_threads("two")
+
+    plan = resolve_entries([], None, None)  # the default suite: issue3
+    assert [(w.label, t) for w, t in plan][:2] == [("matmul 1024x1024x1024", (1, 2)), ("matmul 384x1000x257", (2,))]
+    assert len(plan) == len(SUITES["issue3"]) == 7
+    assert all(t == (1,) for _, t in resolve_entries([], "issue3", (1,)))  # --threads overrides an entry's own
+    assert [w.label for w, _ in resolve_entries(["mlp:4"], None, None)] == ["mlp b4"]
+
+    model = tmp_path / "m.pbtxt"
+    model.write_text(MATMUL_RELU_PBTXT)
+    assert parse_entry(str(model)).path == model and contraction_flops(model) == 240
+
+
+@pytest.mark.tensorflow
+def test_zoo_single_op_models(tmp_path):
+    pytest.importorskip("tensorflow")
+    from polytf.bench.baselines import NumpyGraph
+    from polytf.model_zoo import write_model_with_info
+
+    info = write_model_with_info("matmul", tmp_path / "mm.pb", sizes=(3, 4, 5))
+    assert info.placeholders == (("a", (3, 4)), ("b", (4, 5))) and info.output_names == ("Identity",)
+    a, b = np.ones((3, 4), np.float32), np.full((4, 5), 2.0, np.float32)
+    np.testing.assert_array_equal(NumpyGraph(info.path)(a=a, b=b)["Identity"], a @ b)
+    with pytest.raises(ValueError):
+        write_model_with_info("matmul", tmp_path / "bad.pb", batch=4)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "polytf.model_zoo", "conv3x3_bias_relu_56", "-o", tmp_path / "conv.pb"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "input: input:1,56,56,64" in result.stdout
+    assert contraction_flops(tmp_path / "conv.pb") == 2 * 56 * 56 * 64 * 3 * 3 * 64
+
+
+def test_bench_help():
+    result = polytf("bench", "--help")
+    assert result.returncode == 0
+    for option in (
+        "--suite",
+        "--threads",
+        "--trials",
+        "--rounds",
+        "--repeats",
+        "--out",
+        "--cache-dir",
+        "--no-tensorflow",
+        "ENTRY",
+    ):
+        assert option in result.stdout
+    assert "bench" in polytf("--help").stdout
+
+
+def test_unknown_entry_is_a_clear_error(tmp_path):
+    result = polytf("bench", "resnet9000", "--out", tmp_path / "bench")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error:") and "resnet9000" in result.stderr and "cifar_cnn" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())  # nothing ran, nothing written
+    bad_threads = polytf("bench", "mlp", "--threads", "0", "--out", tmp_path / "bench")
+    assert bad_threads.returncode == 1 and bad_threads.stderr.startswith("error:")
