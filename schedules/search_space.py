@@ -249,14 +249,17 @@ class SearchSpace:
             base["pad"] = self.choices("pad")[-1]
             base["pack"] = "panels" if "panels" in self.choices("pack") else "none"
             orders = self.choices("point_order")
-            # outer loops: innermost output dimension outermost (B panel reused in L1/L2)
-            base["point_order"] = orders[0]
+            # outer loops: innermost output dimension outermost, so that one packed panel of
+            # the vectorised operand stays in L1/L2 across the register tiles of a cache tile
+            # (the jr-outside-ir order of BLIS)
+            outputs = [f"d{k}" for k in range(self.depth)]
+            blis = ",".join([outputs[-1], *outputs[:-1], *self.reduction_iterators])
+            base["point_order"] = blis if blis in orders else orders[0]
             for r in self.reduction_iterators[:1]:
                 extent_choices = self.choices(f"reduction_tile_{r}")
                 base[f"reduction_tile_{r}"] = 256 if 256 in extent_choices and max(extent_choices) > 256 else 0
             last = self.depth - 1
             for register in preferred_registers[:3]:
-                a, b = (int(v) for v in register.split("x"))
                 for inner_tile, outer_tile in ((256, 96), (512, 48)):
                     params = dict(base)
                     params["register_tile"] = register
