@@ -203,7 +203,6 @@ def _union_domain(statements) -> isl.UnionSet:
 def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
     statements = list(main_statements(scop))
     depth = shared_band_depth(scop)
-    extents = statements[0].extents[:depth]
     schedule = isl.Schedule.from_domain(_union_domain(statements))
     node = schedule.get_root().child(0)
     if depth:
@@ -215,7 +214,6 @@ def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
         for position in range(depth):
             node = node.band_member_set_coincident(position, True)
         node = node.child(0)
-    del extents
     if len(statements) > 1:
         filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
         for s in statements:

@@ -73,7 +73,7 @@ def _new_array_name(arrays: list[ArrayInfo]) -> str:
     return f"P{sum(1 for a in arrays if a.role == SCRATCH)}"
 
 
-def _copy_statement_name(scop: Scop, copies: list[Statement]) -> str:
+def _copy_statement_name(copies: list[Statement]) -> str:
     return f"C{len(copies)}"
 
 
@@ -95,13 +95,9 @@ def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, valu
     if len(set(reads)) > 1:
         raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: the anchor reads it through {len(set(reads))} different accesses")
     access = reads[0]
-    iterators = []
-    for index in access.index:
-        if not isinstance(index, AffineExpr) or len(index.terms) != 1 or index.terms[0][1] != 1 or index.constant != 0:
-            raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: its index {access} is not a permutation of loop iterators")
-        iterators.append(index.terms[0][0])
-    if len(set(iterators)) != len(iterators):
-        raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: an iterator repeats in {access}")
+    iterators = plain_iterators(access)
+    if iterators is None:
+        raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: its index {access} is not a permutation of loop iterators")
     depth = shared_band_depth(scop)
     register = {f"d{k}": size for k, size in enumerate(recipe.register_tile_sizes[:depth]) if size}
     ordered = [it for it in anchor.iterators if it in iterators]
@@ -119,7 +115,7 @@ def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, valu
     copy_iterators = tuple(ordered)
     copies.append(
         Statement(
-            _copy_statement_name(scop, copies),
+            _copy_statement_name(copies),
             copy_iterators,
             tuple(extents[it] for it in copy_iterators),
             Access(packed_name, index),
@@ -132,7 +128,9 @@ def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, valu
 
 
 # -- im2col ---------------------------------------------------------------------------------
-def _plain_iterators(access: Access) -> list[str] | None:
+def plain_iterators(access: Access) -> list[str] | None:
+    """The iterators of an access whose every index is a distinct plain iterator
+    (``B[r0, d1]``: packable as it is), else None (``X[d0, d1 + r0]``: a window)."""
     names = []
     for index in access.index:
         if not isinstance(index, AffineExpr) or len(index.terms) != 1 or index.terms[0][1] != 1 or index.constant != 0:
@@ -142,7 +140,7 @@ def _plain_iterators(access: Access) -> list[str] | None:
 
 
 def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement], arrays: list[ArrayInfo]) -> Expr:
-    windows = [a for a in dict.fromkeys(value.loads()) if a != anchor.write and _plain_iterators(a) is None]
+    windows = [a for a in dict.fromkeys(value.loads()) if a != anchor.write and plain_iterators(a) is None]
     if len(windows) != 1 or any(not isinstance(i, AffineExpr) for i in windows[0].index):
         raise ScheduleError(f"kernel {scop.name}: im2col needs exactly one affine windowed read in statement {anchor.name}, found {len(windows)}")
     access = windows[0]
@@ -154,7 +152,7 @@ def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement],
     shape = tuple(extents[it] for it in iterators)
     arrays.append(ArrayInfo(gathered, shape, source.dtype, SCRATCH, f"{source.tensor} (im2col)"))
     target = Access.of(gathered, *iterators)
-    copies.append(Statement(_copy_statement_name(scop, copies), iterators, shape, target, Load(access), node=anchor.node, op=COPY_OP))
+    copies.append(Statement(_copy_statement_name(copies), iterators, shape, target, Load(access), node=anchor.node, op=COPY_OP))
     return _replace_load(value, access, target)
 
 
@@ -203,7 +201,7 @@ def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: li
 
         copies.append(
             Statement(
-                _copy_statement_name(scop, copies),
+                _copy_statement_name(copies),
                 iterators,
                 shape,
                 Access.of(padded_name, *iterators),
@@ -215,7 +213,7 @@ def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: li
         )
         copies.append(
             Statement(
-                _copy_statement_name(scop, copies),
+                _copy_statement_name(copies),
                 iterators,
                 info.shape,
                 Access.of(padded_name, *(AffineExpr.combine((1, it), constant=-lo) for it, lo in zip(iterators, lows))),
@@ -238,4 +236,4 @@ def _box_text(array: str, shape: tuple[int, ...]) -> str:
     return f"{{ {array}[{', '.join(names)}] : {bounds} }}"
 
 
-__all__ = ["SCRATCH", "apply_data_layout", "is_sum_of_products"]
+__all__ = ["SCRATCH", "ALGORITHMS", "apply_data_layout", "is_sum_of_products", "plain_iterators"]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from polytf.poly.expression import AffineExpr
 from polytf.poly.scop import Scop
-from polytf.schedules.data_layout import is_sum_of_products
+from polytf.schedules.data_layout import is_sum_of_products, plain_iterators
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
@@ -292,13 +292,8 @@ def _packable_operands(scop: Scop, anchor) -> tuple[tuple[str, tuple[str, ...]],
     for access in anchor.value.loads():
         if access == anchor.write or any(array == access.array for array, _ in result):
             continue
-        names = []
-        for index in access.index:
-            if not isinstance(index, AffineExpr) or len(index.terms) != 1 or index.terms[0][1] != 1 or index.constant:
-                break
-            names.append(index.terms[0][0])
-        else:
-            if len(set(names)) == len(names) and scop.array(access.array).role == "input":
-                result.append((access.array, tuple(names)))
+        names = plain_iterators(access)
+        if names is not None and scop.array(access.array).role == "input":
+            result.append((access.array, tuple(names)))
     return tuple(dict.fromkeys(result))
 

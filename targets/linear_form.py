@@ -10,10 +10,12 @@ division and modulo by ``c`` stay exact when every coefficient is a multiple of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import islpy as isl
+
+from polytf.poly.expression import AffineExpr, FloorDiv, Modulo
 
 
 @dataclass(frozen=True)
@@ -104,3 +106,31 @@ def linear_form_of_ast(expression: isl.AstExpr, forms: Mapping[str, LinearForm])
         if rhs.is_constant:
             return lhs.scaled(rhs.constant)
     return None
+
+
+def substitute(expression: AffineExpr, forms: Mapping[str, LinearForm]) -> LinearForm:
+    """An affine expression over statement iterators, with each iterator replaced by its form."""
+    result = LinearForm.of_constant(expression.constant)
+    for name, coefficient in expression.terms:
+        result = result + forms[name].scaled(coefficient)
+    return result
+
+
+def index_form(index: AffineExpr | FloorDiv | Modulo, forms: Mapping[str, LinearForm], range_of: Callable[[LinearForm], tuple[int, int] | None]) -> LinearForm | None:
+    """One (quasi-affine) array index as a linear form, or None when it is not linear.
+
+    ``floor(n / d)`` and ``n mod d`` are linear when every coefficient of ``n`` is a multiple
+    of ``d``, or when ``n = d*X + R`` with ``R`` known by ``range_of`` (constant loop bounds)
+    to stay inside one block of ``d``: then they are ``X + q`` and ``R - d*q``."""
+    if isinstance(index, AffineExpr):
+        return substitute(index, forms)
+    numerator = substitute(index.numerator, forms)
+    divisor = index.divisor
+    floor = isinstance(index, FloorDiv)
+    divisible = LinearForm(tuple((n, c) for n, c in numerator.terms if c % divisor == 0))
+    remainder = numerator - divisible
+    bounds = range_of(remainder)
+    if bounds is None or bounds[0] // divisor != bounds[1] // divisor:
+        return None
+    q = bounds[0] // divisor
+    return divisible.floor_divided(divisor) + q if floor else remainder - divisor * q

@@ -31,7 +31,7 @@ import llvmlite.ir as ir
 from polytf.errors import CodegenError
 from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
 from polytf.poly.scop import Scop
-from polytf.targets.linear_form import LinearForm, linear_form_of_ast
+from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
@@ -158,7 +158,7 @@ class KernelModuleBuilder:
     def _emit_parallel_sequence(self, block: isl.AstNode) -> None:
         """Each loop of a top-level sequence runs on all threads, with a barrier after it;
         other nodes run on thread 0."""
-        barrier = self._declare_void("GOMP_barrier", [])
+        barrier = self._declare("GOMP_barrier", ir.VoidType(), [])
         children = block.block_get_children()
         for i in range(children.n_ast_node()):
             child = children.get_at(i)
@@ -173,12 +173,6 @@ class KernelModuleBuilder:
     def alloca(self, type_: ir.Type, name: str = "") -> ir.Value:
         """A stack slot in the entry block (promoted to registers by LLVM's SROA)."""
         return ir.IRBuilder(self.entry_block).alloca(type_, name=name)
-
-    def _declare_void(self, name: str, arguments: list[ir.Type]) -> ir.Function:
-        existing = self.module.globals.get(name)
-        if existing is not None:
-            return existing
-        return ir.Function(self.module, ir.FunctionType(ir.VoidType(), arguments), name=name)
 
     def _emit_entry(self, body: ir.Function) -> None:
         entry = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64]), name=self.entry_name)
@@ -374,19 +368,10 @@ class KernelModuleBuilder:
         numerator is ``divisor * X + R`` with ``R`` provably inside one block of
         ``divisor`` (from constant loop bounds), the result is ``X + q`` / ``R - divisor*q``,
         which LLVM can vectorise; otherwise a run-time floor division."""
-        forms = getattr(self, "_point_forms", None)
-        if forms is not None:
-            numerator = LinearForm.of_constant(expression.numerator.constant)
-            for name, coefficient in expression.numerator.terms:
-                numerator = numerator + forms[name].scaled(coefficient)
-            d = expression.divisor
-            divisible = LinearForm(tuple((n, c) for n, c in numerator.terms if c % d == 0))
-            remainder = numerator - divisible
-            bounds = self._range_of(remainder)
-            if bounds is not None and bounds[0] // d == bounds[1] // d:
-                q = bounds[0] // d
-                result = divisible.floor_divided(d) + q if isinstance(expression, FloorDiv) else remainder - d * q
-                return self.materialize(result, self._point_env)
+        if self._point_forms is not None:
+            form = index_form(expression, self._point_forms, self._range_of)
+            if form is not None:
+                return self.materialize(form, self._point_env)
         return self.floor_div_or_mod(self._affine_value(expression.numerator, point), expression.divisor, isinstance(expression, Modulo))
 
     def floor_div_or_mod(self, value: ir.Value, divisor: int, modulo: bool) -> ir.Value:

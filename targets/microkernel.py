@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import islpy as isl
 import llvmlite.ir as ir
 
-from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
-from polytf.targets.linear_form import LinearForm, linear_form_of_ast
+from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
+from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
@@ -238,32 +238,11 @@ class _Microkernel:
         strides = self.g.strides[access.array]
         total = LinearForm()
         for index, stride in zip(access.index, strides):
-            if isinstance(index, AffineExpr):
-                form = LinearForm.of_constant(index.constant)
-                for name, coefficient in index.terms:
-                    form = form + iterator_forms[name].scaled(coefficient)
-            else:
-                numerator = LinearForm.of_constant(index.numerator.constant)
-                for name, coefficient in index.numerator.terms:
-                    numerator = numerator + iterator_forms[name].scaled(coefficient)
-                form = numerator.floor_divided(index.divisor) if isinstance(index, FloorDiv) else numerator.modulo(index.divisor)
-                if form is None:
-                    form = self._within_one_block(numerator, index.divisor, isinstance(index, FloorDiv))
-                if form is None:
-                    return None
+            form = index_form(index, iterator_forms, self.g._range_of)
+            if form is None:
+                return None
             total = total + form.scaled(stride)
         return total
-
-    def _within_one_block(self, numerator: LinearForm, divisor: int, floor: bool) -> LinearForm | None:
-        """``floor(n / d)`` or ``n mod d`` for ``n = d*X + R`` with ``R`` known (from loop
-        ranges) to stay inside one block of ``d``."""
-        divisible = LinearForm(tuple((n, c) for n, c in numerator.terms if c % divisor == 0))
-        remainder = numerator - divisible
-        bounds = self.g._range_of(remainder)
-        if bounds is None or bounds[0] // divisor != bounds[1] // divisor:
-            return None
-        q = bounds[0] // divisor
-        return divisible.floor_divided(divisor) + q if floor else remainder - divisor * q
 
     def analyse(self) -> bool:
         """Check addresses are linear; pick the vector width."""
@@ -425,4 +404,4 @@ class _Microkernel:
         raise TypeError(f"cannot vectorise expression {expression!r}")
 
 
-__all__ = ["emit_microkernel", "Modulo"]
+__all__ = ["emit_microkernel"]

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from polytf.errors import PolytfError
+from polytf.runtime.timing import call_latencies
 
 __all__ = ["NumpyGraph", "BaselineWorker", "round_median_s", "SETTLE_S", "SYSTEMS"]
 
@@ -54,14 +55,7 @@ SETTLE_S = 0.1
 
 def round_median_s(call: Callable[[], Any], repeats: int, warmup: int = 0) -> float:
     """Median wall time of ``repeats`` calls of ``call()`` after ``warmup`` untimed ones, seconds."""
-    for _ in range(max(0, warmup)):
-        call()
-    samples = []
-    for _ in range(max(1, repeats)):
-        start = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return statistics.median(call_latencies(call, max(1, repeats), max(0, warmup)))
 
 
 def _output_key(tensor: str) -> str:

@@ -9,7 +9,6 @@ function directly adds milliseconds of overhead per call.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from polytf.errors import GraphError
 from polytf.model_zoo.keras_models import import_tensorflow
+from polytf.runtime.timing import call_latencies
 
 __all__ = ["load_tf_graphdef", "tensorflow_function", "run_graphdef_with_tensorflow", "time_graphdef_with_tensorflow"]
 
@@ -140,11 +140,4 @@ def time_graphdef_with_tensorflow(
         for r in results if isinstance(results, (list, tuple)) else [results]:
             r.numpy()
 
-    for _ in range(max(0, warmup)):
-        call()
-    latencies = []
-    for _ in range(max(1, repeats)):
-        start = time.perf_counter()
-        call()
-        latencies.append(time.perf_counter() - start)
-    return latencies
+    return call_latencies(call, max(1, repeats), max(0, warmup))

@@ -85,20 +85,25 @@ AffineLike = AffineExpr | str | int
 
 
 @dataclass(frozen=True)
-class FloorDiv:
-    """``floor(numerator / divisor)`` for a positive constant divisor: a quasi-affine index
-    (isl manual, "Integer Division"); used by packed-panel layouts."""
+class _DivisionIndex:
+    """``numerator`` divided by a positive constant ``divisor`` (quasi-affine index,
+    isl manual, "Integer Division")."""
 
     numerator: AffineExpr
     divisor: int
 
     def __post_init__(self) -> None:
         if self.divisor <= 0:
-            raise ValueError(f"FloorDiv needs a positive divisor, not {self.divisor}")
+            raise ValueError(f"{type(self).__name__} needs a positive divisor, not {self.divisor}")
 
     @property
     def iterators(self) -> tuple[str, ...]:
         return self.numerator.iterators
+
+
+@dataclass(frozen=True)
+class FloorDiv(_DivisionIndex):
+    """``floor(numerator / divisor)``; used by packed-panel layouts."""
 
     def evaluate(self, point: Mapping[str, int]) -> int:
         return self.numerator.evaluate(point) // self.divisor
@@ -111,19 +116,8 @@ class FloorDiv:
 
 
 @dataclass(frozen=True)
-class Modulo:
-    """``numerator mod divisor`` (non-negative remainder) for a positive constant divisor."""
-
-    numerator: AffineExpr
-    divisor: int
-
-    def __post_init__(self) -> None:
-        if self.divisor <= 0:
-            raise ValueError(f"Modulo needs a positive divisor, not {self.divisor}")
-
-    @property
-    def iterators(self) -> tuple[str, ...]:
-        return self.numerator.iterators
+class Modulo(_DivisionIndex):
+    """``numerator mod divisor`` (the non-negative remainder)."""
 
     def evaluate(self, point: Mapping[str, int]) -> int:
         return self.numerator.evaluate(point) % self.divisor

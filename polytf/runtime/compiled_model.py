@@ -8,7 +8,6 @@ no per-element Python on this path.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from polytf.graph import Graph, split_tensor_name
 from polytf.graph.passes.fusion import resolve_view
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.buffers import aligned_copy, aligned_empty, pointer_table
+from polytf.runtime.timing import call_latencies
 from polytf.targets.target import CompiledKernel
 
 
@@ -77,9 +77,7 @@ class CompiledModel:
         placeholders = {p.output(0) for p in graph.placeholders}
         # Outputs computed by a kernel are written straight into fresh arrays on each call
         # (no copy out); others (a placeholder or constant passed through) are copied.
-        self._direct_outputs = {
-            resolve_view(graph, t) for t in graph.outputs if resolve_view(graph, t) not in placeholders and resolve_view(graph, t) not in graph.constants and resolve_view(graph, t) in self._slots
-        }
+        self._direct_outputs = {storage for _, storage, _ in self._outputs if storage in self._slots and storage not in placeholders and storage not in graph.constants}
         self.recipes = {call.lowered.scop.name: call.kernel.recipe for call in self._calls}
 
     def _storage(self, tensor: str) -> np.ndarray:
@@ -120,12 +118,14 @@ class CompiledModel:
         """
         bound = self._checked_inputs(inputs)
         fresh: dict[str, np.ndarray] = {}
+        patched = [f"{name}:0" for name in bound]
         try:
             for name, value in bound.items():
                 self._point_slots(f"{name}:0", value)
             for storage in self._direct_outputs:
                 buffer = self._buffers[storage]
                 fresh[storage] = np.empty(buffer.shape, buffer.dtype)
+                patched.append(storage)
                 self._point_slots(storage, fresh[storage])
             for call in self._calls:
                 call.kernel.function(call.table, self.threads)
@@ -140,9 +140,8 @@ class CompiledModel:
             return result
         finally:
             # the tables must not keep pointers to the caller's arrays
-            for storage in list(bound) + list(fresh):
-                key = storage if ":" in storage else f"{storage}:0"
-                self._point_slots(key, self._buffers[key])
+            for storage in patched:
+                self._point_slots(storage, self._buffers[storage])
 
     def _point_slots(self, storage: str, array: np.ndarray) -> None:
         address = array.ctypes.data
@@ -188,11 +187,4 @@ class CompiledModel:
     def latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 20, warmup: int = 3) -> list[float]:
         """Per-call latencies in seconds (inputs bound once; kernels only)."""
         self._bind_inputs(inputs)
-        for _ in range(warmup):
-            self.run_kernels()
-        samples = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            self.run_kernels()
-            samples.append(time.perf_counter() - start)
-        return samples
+        return call_latencies(self.run_kernels, repeats, warmup)
