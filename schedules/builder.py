@@ -233,7 +233,32 @@ def _copy_schedule(statement: Statement) -> isl.Schedule:
     node = schedule.get_root().child(0).insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in expressions]))
     for position in range(len(expressions)):
         node = node.band_member_set_coincident(position, True)
+    isolated = _full_rows(statement, node.band_get_partial_schedule())
+    if isolated is not None:
+        # "isolate" (isl manual, AST generation options): the full panels get code of
+        # their own with constant inner bounds (so it vectorises); the last, partial panel
+        # of a packed array is generated apart.
+        option = isl.Map.from_domain_and_range(isl.Set("{ [] }"), isolated).wrap().set_tuple_name("isolate")
+        node = node.band_set_ast_build_options(isl.UnionSet.from_set(option))
     return node.get_schedule()
+
+
+def _full_rows(statement: Statement, band: isl.MultiUnionPwAff) -> isl.Set | None:
+    """The band points whose innermost row is complete: ``{ x : (x_0..x_{n-2}) x L ⊆ I }``
+    with ``I`` the band's image of the domain and ``L`` every innermost value in ``I``;
+    None when every row is complete (or the band has one member)."""
+    image = isl.UnionSet.from_set(statement.domain()).apply(isl.UnionMap.from_multi_union_pw_aff(band))
+    image = isl.Set.from_union_set(image)
+    members = image.dim(isl.dim_type.set)
+    if members < 2:
+        return None
+    prefixes = image.project_out(isl.dim_type.set, members - 1, 1)
+    innermost = image.project_out(isl.dim_type.set, 0, members - 1)
+    missing = prefixes.flat_product(innermost).subtract(image)
+    if missing.is_empty():
+        return None
+    complete = prefixes.subtract(missing.project_out(isl.dim_type.set, members - 1, 1))
+    return complete.flat_product(innermost)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,10 @@ vector load (stride 1 along the vector lanes), a broadcast (stride 0) or a gathe
 When the subtree does not have that shape (a guard, a bound that depends on a reduction
 loop, a non-linear index), :func:`emit_microkernel` returns False and the generic
 emitter handles it. A register tile that is only partly inside the domain (the last tile
-of an extent that is not a multiple of it) takes a generic copy of the loops, chosen at
-run time.
+of an extent that is not a multiple of it) is chosen at run time: cut short only in its
+vector dimension, it runs with masked vectors (``llvm.masked.load``/``store``), or one
+column at a time where a read is a gather; cut short elsewhere, it takes a generic copy
+of the loops.
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     b = generator.builder
     full_others = ir.Constant(ir.IntType(1), 1)
     full_last = ir.Constant(ir.IntType(1), 1)
+    last_count = None
     for index, start, trip, upper, size in runtime_checks:
         if trip is not None:
             count = generator.materialize(trip, env)
@@ -160,6 +163,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
         check = b.icmp_signed("==", count, ir.Constant(I64, size))
         if index == len(registers) - 1:
             full_last = check
+            last_count = count
         else:
             full_others = b.and_(full_others, check)
     with b.if_else(b.and_(full_others, full_last)) as (then, otherwise):
@@ -167,8 +171,16 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
             emitter.emit()
         with otherwise:
             # A tile cut short only in its last (vector) dimension, the usual case of an
-            # extent that is not a multiple of the vector width: one column at a time, the
-            # other register dimensions still unrolled with accumulators in registers.
+            # extent that is not a multiple of the vector width: masked vectors when every
+            # access allows them, else one column at a time; either way the other register
+            # dimensions stay unrolled with accumulators in registers.
+            if last_count is not None and emitter.width > 1 and emitter.maskable():
+                with b.if_else(full_others) as (masked, generic):
+                    with masked:
+                        _emit_masked(emitter, last_count)
+                    with generic:
+                        generator._emit_node(mark.mark_get_node(), env)
+                return True
             column, offset = _column_emitter(generator, statement, arguments, registers, reduction_loops, env)
             if column is None:
                 generator._emit_node(mark.mark_get_node(), env)
@@ -179,6 +191,38 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
                     with generic:
                         generator._emit_node(mark.mark_get_node(), env)
     return True
+
+
+def _emit_masked(emitter: _Microkernel, count: ir.Value) -> None:
+    """The register tile with only ``count`` (run time, ``0 < count < size``) valid columns
+    in its vector dimension: one variant per number of vectors that hold valid columns
+    (``ceil(count / width)``), each with its last vector masked (``llvm.masked.load`` and
+    ``llvm.masked.store``, LLVM Language Reference), so no lane outside the tile is read or
+    written and no work is spent on vectors that are wholly outside."""
+    b = emitter.g.builder
+    width = emitter.width
+    vectors = emitter.registers[-1].size // width
+    lanes = b.trunc(count, I32)
+    used = b.udiv(b.add(count, ir.Constant(I64, width - 1)), ir.Constant(I64, width))
+
+    def variant(active: int) -> None:
+        emitter.masking = (lanes, active)
+        try:
+            emitter.emit()
+        finally:
+            emitter.masking = None
+
+    def chain(active: int) -> None:
+        if active == vectors:
+            variant(active)
+            return
+        with b.if_else(b.icmp_unsigned("==", used, ir.Constant(I64, active))) as (this, other):
+            with this:
+                variant(active)
+            with other:
+                chain(active + 1)
+
+    chain(1)
 
 
 def _column_emitter(generator, statement, arguments, registers, reduction_loops, env):
@@ -222,6 +266,8 @@ class _Microkernel:
         self.env = env
         self.width = 1
         self.points: list[tuple[int, ...]] = []
+        #: (valid lanes as i32, vectors emitted) while a cut-short tile is emitted masked
+        self.masking: tuple[ir.Value, int] | None = None
 
     # -- analysis ------------------------------------------------------------------------
     def _iterator_forms(self, offsets: tuple[int, ...]) -> dict[str, LinearForm] | None:
@@ -274,7 +320,61 @@ class _Microkernel:
         self.points = list(itertools.product(*ranges))
         return True
 
+    def maskable(self) -> bool:
+        """Whether every read is a contiguous vector or a broadcast along the vector lanes
+        (a gather has no masked form here), so that a cut-short tile can run masked."""
+        zero = tuple(0 for _ in self.registers)
+        for access in self.statement.value.loads():
+            lanes = self._lane_forms(access, zero)
+            differences = {lanes[i + 1] - lanes[i] for i in range(self.width - 1)}
+            if differences not in ({LinearForm.of_constant(1)}, {LinearForm()}):
+                return False
+        return True
+
     # -- emission ------------------------------------------------------------------------
+    def _active_points(self) -> list[tuple[int, ...]]:
+        if self.masking is None:
+            return self.points
+        _, active = self.masking
+        return [point for point in self.points if point[-1] < active * self.width]
+
+    def _mask(self, point: tuple[int, ...]) -> ir.Value | None:
+        """``<width x i1>``: lane ``l`` of the vector at ``point`` is inside the tile, or None
+        when every lane is (not masking, or a vector before the last used one)."""
+        if self.masking is None:
+            return None
+        lanes, active = self.masking
+        first = point[-1]
+        if first < (active - 1) * self.width:
+            return None
+        b = self.g.builder
+        vector_i32 = ir.VectorType(I32, self.width)
+        splat = b.insert_element(ir.Constant(vector_i32, ir.Undefined), lanes, ir.Constant(I32, 0))
+        splat = b.shuffle_vector(splat, ir.Constant(vector_i32, ir.Undefined), ir.Constant(vector_i32, [0] * self.width))
+        return b.icmp_signed(">", splat, ir.Constant(vector_i32, [first + lane for lane in range(self.width)]))
+
+    def _masked_intrinsic(self, kind: str) -> ir.Function:
+        vector = self.vector_type
+        mask = ir.VectorType(ir.IntType(1), self.width)
+        name = f"llvm.masked.{kind}.v{self.width}f32.p0"
+        if kind == "load":
+            return self.g._declare(name, vector, [vector.as_pointer(), I32, mask, vector])
+        return self.g._declare(name, ir.VoidType(), [vector, vector.as_pointer(), I32, mask])
+
+    def _vector_load(self, pointer: ir.Value, mask: ir.Value | None) -> ir.Value:
+        b = self.g.builder
+        if mask is None:
+            return b.load(pointer, align=4)
+        passthru = ir.Constant(self.vector_type, [0.0] * self.width)
+        return b.call(self._masked_intrinsic("load"), [pointer, ir.Constant(I32, 4), mask, passthru])
+
+    def _vector_store(self, value: ir.Value, pointer: ir.Value, mask: ir.Value | None) -> None:
+        b = self.g.builder
+        if mask is None:
+            b.store(value, pointer, align=4)
+        else:
+            b.call(self._masked_intrinsic("store"), [value, pointer, ir.Constant(I32, 4), mask])
+
     @property
     def vector_type(self) -> ir.Type:
         return F32 if self.width == 1 else ir.VectorType(F32, self.width)
@@ -294,26 +394,28 @@ class _Microkernel:
         b = g.builder
         slots = []
         write_pointers = []
-        for point in self.points:
+        points = self._active_points()
+        masks = {point: self._mask(point) for point in points}
+        for point in points:
             form = self._lane_forms(self.statement.write, point)[0]
             pointer = self._pointer(self.statement.write.array, form, self.env)
             if self.width > 1:
                 pointer = b.bitcast(pointer, self.vector_type.as_pointer())
             slot = g.alloca(self.vector_type, name="accumulator")
-            b.store(b.load(pointer, align=4), slot)
+            b.store(self._vector_load(pointer, masks[point]), slot)
             slots.append(slot)
             write_pointers.append(pointer)
 
         def body(env) -> None:
             cache: dict = {}
-            for point, slot in zip(self.points, slots):
+            for point, slot in zip(points, slots):
                 accumulator = b.load(slot)
-                value = self._value(self.statement.value, point, env, accumulator, cache)
+                value = self._value(self.statement.value, point, env, accumulator, cache, masks[point])
                 b.store(value, slot)
 
         self._emit_reduction_loops(0, self.env, body)
-        for slot, pointer in zip(slots, write_pointers):
-            b.store(b.load(slot), pointer, align=4)
+        for point, slot, pointer in zip(points, slots, write_pointers):
+            self._vector_store(b.load(slot), pointer, masks[point])
 
     def _emit_reduction_loops(self, level: int, env, body) -> None:
         if level == len(self.reduction_loops):
@@ -341,7 +443,7 @@ class _Microkernel:
         vector = b.insert_element(ir.Constant(self.vector_type, ir.Undefined), scalar, ir.Constant(I32, 0))
         return b.shuffle_vector(vector, ir.Constant(self.vector_type, ir.Undefined), ir.Constant(ir.VectorType(I32, self.width), [0] * self.width))
 
-    def _load(self, access, point, env, cache) -> ir.Value:
+    def _load(self, access, point, env, cache, mask=None) -> ir.Value:
         b = self.g.builder
         lanes = self._lane_forms(access, point)
         key = (access.array, tuple(lanes))
@@ -353,7 +455,7 @@ class _Microkernel:
             differences = {lanes[i + 1] - lanes[i] for i in range(self.width - 1)}
             if differences == {LinearForm.of_constant(1)}:
                 pointer = b.bitcast(self._pointer(access.array, lanes[0], env), self.vector_type.as_pointer())
-                value = b.load(pointer, align=4)
+                value = self._vector_load(pointer, mask)
             elif differences == {LinearForm()}:
                 value = self._splat(b.load(self._pointer(access.array, lanes[0], env), align=4))
             else:
@@ -371,17 +473,19 @@ class _Microkernel:
             return existing
         return ir.Function(self.g.module, ir.FunctionType(self.vector_type, [self.vector_type] * arity), name=full)
 
-    def _value(self, expression: Expr, point, env, accumulator, cache) -> ir.Value:
+    def _value(self, expression: Expr, point, env, accumulator, cache, mask=None) -> ir.Value:
+        """The vector of ``expression`` at register point ``point``; contiguous reads are
+        masked with ``mask`` (lanes outside a cut-short tile are never read)."""
         b = self.g.builder
         flags = self.g.flags
         if isinstance(expression, Load):
             if expression.access == self.statement.write:
                 return accumulator
-            return self._load(expression.access, point, env, cache)
+            return self._load(expression.access, point, env, cache, mask)
         if isinstance(expression, Constant):
             return ir.Constant(self.vector_type, float(expression.value)) if self.width == 1 else ir.Constant(self.vector_type, [float(expression.value)] * self.width)
         if isinstance(expression, Unary):
-            operand = self._value(expression.operand, point, env, accumulator, cache)
+            operand = self._value(expression.operand, point, env, accumulator, cache, mask)
             if expression.op == "neg":
                 return b.fneg(operand, flags=flags)
             if expression.op == "tanh":
@@ -395,8 +499,8 @@ class _Microkernel:
                 return result
             return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 1), [operand], fastmath=flags)
         if isinstance(expression, Binary):
-            lhs = self._value(expression.lhs, point, env, accumulator, cache)
-            rhs = self._value(expression.rhs, point, env, accumulator, cache)
+            lhs = self._value(expression.lhs, point, env, accumulator, cache, mask)
+            rhs = self._value(expression.rhs, point, env, accumulator, cache, mask)
             if expression.op in ("max", "min"):
                 return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=flags)
             emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]

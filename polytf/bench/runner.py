@@ -188,6 +188,7 @@ class _Run:
         import numpy as np
 
         from polytf.bench.baselines import NumpyGraph
+        from polytf.ops.blas_threads import single_threaded_blas
 
         if workload.spec not in self.models:
             display.step(f"{workload.label}: writing the GraphDef and the numpy reference")
@@ -200,7 +201,8 @@ class _Run:
                 files[name] = str(self.workdir / "models" / f"entry{len(self.models)}_input{index}.npy")
                 Path(files[name]).parent.mkdir(parents=True, exist_ok=True)
                 np.save(files[name], value)
-            expected = graph(**inputs)
+            with single_threaded_blas():  # no spinning BLAS workers beside polytf's threads
+                expected = graph(**inputs)
             self.models[workload.spec] = _Prepared(path, inputs, files, expected, contraction_flops(path))
         return self.models[workload.spec]
 

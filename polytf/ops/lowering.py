@@ -15,6 +15,7 @@ import numpy as np
 from polytf.errors import PolytfError
 from polytf.graph import Graph
 from polytf.graph.passes.fusion import FusionGroup, data_inputs
+from polytf.ops.blas_threads import single_threaded_blas
 from polytf.ops.registry import ArrayRef, LoweringContext, lookup
 from polytf.poly.scop import ArrayInfo, Scop
 
@@ -91,11 +92,12 @@ def lower_group(graph: Graph, group: FusionGroup) -> LoweredKernel:
 def _reference(graph: Graph, group: FusionGroup, names: Mapping[str, str]):
     def run(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         values = {tensor: arrays[names[tensor]] for tensor in group.inputs}
-        for node_name in group.nodes:
-            node = graph.nodes[node_name]
-            inputs = [values[t] if t in values else graph.constants[t] for t in node.inputs if not t.startswith("^")]
-            (result, *_) = lookup(node.op).reference(node, inputs)
-            values[node.output(0)] = np.asarray(result, dtype=graph.types[node.output(0)].dtype)
+        with single_threaded_blas():
+            for node_name in group.nodes:
+                node = graph.nodes[node_name]
+                inputs = [values[t] if t in values else graph.constants[t] for t in node.inputs if not t.startswith("^")]
+                (result, *_) = lookup(node.op).reference(node, inputs)
+                values[node.output(0)] = np.asarray(result, dtype=graph.types[node.output(0)].dtype)
         return {names[t]: values[t] for t in group.outputs}
 
     return run

@@ -10,7 +10,7 @@ from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kern
 
 from polytf.errors import ScheduleError
 from polytf.poly.interpreter import interpret
-from polytf.schedules.builder import schedule_scop
+from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.data_layout import SCRATCH, apply_data_layout
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import COPY_OP, anchor_statement
@@ -69,6 +69,15 @@ def test_schedule_places_copies_first_and_is_legal_in_parallel(matmul):
     scheduled = schedule_scop(matmul.scop, recipe)
     assert "microkernel 2x8" in str(scheduled.schedule)
     assert str(scheduled.schedule).index("C0") < str(scheduled.schedule).index("S1")
+
+
+def test_full_panels_are_copied_apart_from_the_last_partial_one(matmul):
+    # 11 columns in panels of 8: panel 0 is full, panel 1 holds 3 columns
+    recipe = ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A1",))
+    ast = build_ast(schedule_scop(matmul.scop, recipe).schedule).to_C_str()
+    copy_code = ast[: ast.index("S")]  # the copy nests come first
+    assert copy_code.count("C0(") == 2  # the isolated full panel, then the rest
+    assert "c2 <= 7" in copy_code  # constant inner bound: the full panel vectorises
 
 
 @pytest.mark.parametrize(

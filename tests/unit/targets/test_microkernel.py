@@ -50,6 +50,17 @@ def test_partial_register_tiles_take_the_generic_path_and_stay_correct():
         assert _verify(kernel, recipe) is None, recipe
 
 
+@pytest.mark.parametrize("columns", [17, 21, 24, 29])
+def test_tiles_cut_short_in_the_vector_dimension_run_masked(columns):
+    # 16 + 1, 16 + 5, 16 + 8, 16 + 13 columns: one or two masked vectors of 8 lanes
+    kernel = kernels_of(graph_matmul_bias_relu(12, 9, columns))[0]
+    for pack in [("A1",), ()]:
+        recipe = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=pack, parallel=True)
+        text = TARGET.emit_llvm_ir(kernel.scop, recipe)
+        assert "llvm.masked.load.v8f32" in text and "llvm.masked.store.v8f32" in text
+        assert _verify(kernel, recipe) is None, recipe
+
+
 def test_convolution_micro_kernel_with_padding_and_im2col():
     kernel = kernels_of(graph_conv_bias_relu(8, 8, 3, 16, stride=1))[0]
     base = dict(tile_sizes=(1, 2, 8, 16), tile_order=(1, 0, 2, 3), register_tile_sizes=(0, 0, 4, 16), parallel=True)
