@@ -265,6 +265,7 @@ class _Run:
                 "statuses": sorted({k.status for k in report.kernels}),
                 "model_default_latency_s": _finite(report.model_default_latency_s),
                 "model_tuned_latency_s": _finite(report.model_tuned_latency_s),
+                "recipes": {k.kernel: k.recipe for k in report.kernels},
             },
             "max_abs_error": max_error,
             "baseline_max_abs_error_vs_numpy": loaded["max_abs_error_vs_numpy"],

@@ -56,6 +56,7 @@ def check_report(out, entries, systems, threads=(1,)):
         assert row["speedup"]["best_baseline"] > 0
         assert row["flops"] > 0 and row["gflops"]["polytf"] > 0
         assert row["tuning"]["wall_s"] > 0 and row["tuning"]["new_trials"] >= 1
+        assert row["tuning"]["recipes"] and all(isinstance(r, str) and r for r in row["tuning"]["recipes"].values())
         assert 0 <= row["max_abs_error"] < 1e-3
     machine = result["machine"]
     assert machine["cpu"] and machine["llvm_cpu"]["name"] and machine["cores"] >= 1
