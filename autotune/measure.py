@@ -52,7 +52,15 @@ class KernelBench:
     def __init__(self, kernel: LoweredKernel, seed: int = 0) -> None:
         self.kernel = kernel
         rng = np.random.default_rng(seed)
-        self.inputs = {a.name: rng.standard_normal(a.shape).astype(a.dtype) for a in kernel.input_arrays}
+        # weights keep their real values (a batch-norm variance must stay positive);
+        # run-time inputs are standard normal
+        constants = getattr(kernel, "constant_values", {})
+        self.inputs = {
+            a.name: np.asarray(constants[a.name], dtype=a.dtype).reshape(a.shape)
+            if a.name in constants
+            else rng.standard_normal(a.shape).astype(a.dtype)
+            for a in kernel.input_arrays
+        }
         self.expected = kernel.reference(self.inputs)
         self.arrays = []
         for info in kernel.scop.arrays:

@@ -159,18 +159,22 @@ def command_run(args) -> int:
 
 def command_show(args) -> int:
     from polytf.config import CodegenConfig, default_thread_count
+    from polytf.graph.passes.pipeline import summary
     from polytf.runtime.cache import KernelCache
-    from polytf.runtime.model_builder import cache_key, default_recipe, prepare_model
+    from polytf.runtime.model_builder import cache_key, default_recipe, prepare_graph, prepare_model
     from polytf.schedules.builder import build_ast, schedule_scop
     from polytf.schedules.recipe import ScheduleRecipe
     from polytf.targets.cpu import CpuTarget
 
+    if args.passes:
+        _, reports = prepare_graph(args.model, _input_shapes(args.input))
+        print_pass_reports(args.model, reports)
+        return 0
     prepared = prepare_model(args.model, _input_shapes(args.input))
     threads = args.threads or default_thread_count()
     if not args.kernel:
         stdout.print(f"{args.model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels")
-        for report in prepared.passes:
-            stdout.print(f"  pass {report}")
+        stdout.print(f"  graph passes: {summary(prepared.passes)} (per pass: --passes)")
         for kernel in prepared.kernels:
             stdout.print(f"  {kernel.scop.name}: {' + '.join(f'{n} ({op})' for n, op in kernel.scop.ops)}")
         stdout.print("show one with --kernel NAME")
@@ -201,6 +205,37 @@ def command_show(args) -> int:
         stdout.rule(title)
         stdout.print(text, markup=False, highlight=False)
     return 0
+
+
+def print_pass_reports(model: str, reports) -> None:
+    """One table row per graph pass run (node and edge counts before and after), then the totals."""
+    from polytf.graph.passes.pipeline import summary
+
+    table = Table(title=f"graph passes of {model}")
+    for column in ("round", "pass", "nodes before", "nodes after", "edges before", "edges after", "rewrites"):
+        table.add_column(column, justify="left" if column in ("pass", "rewrites") else "right")
+    for report in reports:
+        table.add_row(
+            str(report.round),
+            report.name,
+            str(report.nodes_before),
+            str(report.nodes_after),
+            str(report.edges_before),
+            str(report.edges_after),
+            report.detail or ("-" if not report.changed else str(report.rewrites)),
+        )
+    total = summary(tuple(reports))
+    table.add_section()
+    table.add_row("", "total", str(total.nodes_before), str(total.nodes_after), str(total.edges_before), str(total.edges_after), f"{total.rewrites} rewrites")
+    stdout.print(table)
+    removed = total.nodes_before - total.nodes_after
+    share = removed / total.nodes_before if total.nodes_before else 0.0
+    stdout.print(
+        f"total: {total.nodes_before} -> {total.nodes_after} nodes ({removed} removed, {share:.0%}), "
+        f"{total.edges_before} -> {total.edges_after} edges, {len(reports)} pass runs in {total.round} round{'s' if total.round > 1 else ''}",
+        markup=False,
+        highlight=False,
+    )
 
 
 def command_cache(args) -> int:
@@ -285,8 +320,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0, help="seed of the tuner and of the random inputs")
     bench.set_defaults(handler=command_bench)
 
-    show = commands.add_parser("show", help="show kernels, schedule trees, loop ASTs and code", description="Without --kernel: the model's kernels. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly).")
+    show = commands.add_parser(
+        "show",
+        help="show graph passes, kernels, schedule trees, loop ASTs and code",
+        description="Without --kernel: the model's kernels. With --passes: what each graph pass (pruning, identity removal, constant folding, "
+        "arithmetic simplification, batch-norm folding, common-subexpression elimination) changed, as node and edge counts before "
+        "and after, round by round, with totals. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly).",
+    )
     common(show)
+    show.add_argument("--passes", action="store_true", help="print node and edge counts before and after each graph pass, and the totals")
     show.add_argument("--kernel", help="kernel name (as listed without --kernel)")
     show.add_argument("--recipe", help="JSON recipe file (default: the cached record, else the default recipe)")
     show.add_argument("--llvm", action="store_true", help="also print the optimised LLVM IR")

@@ -61,6 +61,28 @@ class MeasurementConfig:
 
 
 @dataclass(frozen=True)
+class GraphPassConfig:
+    """Settings of the graph passes (``polytf.graph.passes.pipeline.optimize``).
+
+    They change which kernels a model is partitioned into, not the code of a kernel: a
+    kernel's Scop fingerprint already tells two partitions apart, so these stay out of
+    :func:`code_knobs`.
+
+    Attributes:
+        constant_folding_max_elements: largest result (elements) constant folding stores as
+            a new ``Const``; larger results stay computed at run time (Grappler caps folded
+            constants at 10 MB for the same reason).
+        cse_max_constant_elements: largest ``Const`` whose value is compared (hashed) to
+            merge identical constants.
+        max_rounds: the pipeline repeats its passes until nothing changes, at most this often.
+    """
+
+    constant_folding_max_elements: int = 1 << 20
+    cse_max_constant_elements: int = 1 << 16
+    max_rounds: int = 4
+
+
+@dataclass(frozen=True)
 class TuningConfig:
     """Defaults of ``polytf tune``."""
 

@@ -32,6 +32,7 @@ from polytf.errors import CodegenError
 from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
 from polytf.poly.scop import Scop
 from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
+from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
@@ -48,7 +49,10 @@ _COMPARISONS = {
     isl.ast_expr_op_type.gt: ">",
 }
 
-_INTRINSICS = {"exp": "llvm.exp.f32", "log": "llvm.log.f32", "sqrt": "llvm.sqrt.f32", "abs": "llvm.fabs.f32", "max": "llvm.maxnum.f32", "min": "llvm.minnum.f32"}
+#: Unary ops emitted as LLVM intrinsics; exp, tanh, sigmoid, erf and erfc are straight-line
+#: IR from :mod:`polytf.targets.math_functions` instead (they vectorise), neg/square/rsqrt
+#: plain arithmetic.
+_INTRINSICS = {"log": "llvm.log.f32", "sqrt": "llvm.sqrt.f32", "abs": "llvm.fabs.f32", "max": "llvm.maxnum.f32", "min": "llvm.minnum.f32"}
 
 
 def _contains_loop(node: isl.AstNode) -> bool:
@@ -420,8 +424,13 @@ class KernelModuleBuilder:
             operand = self._value(expression.operand, point)
             if expression.op == "neg":
                 return b.fneg(operand, flags=self.flags)
-            if expression.op == "tanh":
-                return b.call(self._declare("tanhf", F32, [F32]), [operand])
+            if expression.op == "square":
+                return b.fmul(operand, operand, flags=self.flags)
+            if expression.op == "rsqrt":
+                root = b.call(self._intrinsic(_INTRINSICS["sqrt"], 1), [operand], fastmath=self.flags)
+                return b.fdiv(ir.Constant(F32, 1.0), root, flags=self.flags)
+            if expression.op in MATH_FUNCTIONS:
+                return b.call(math_function(self.module, expression.op, F32), [operand])
             return b.call(self._intrinsic(_INTRINSICS[expression.op], 1), [operand], fastmath=self.flags)
         if isinstance(expression, Binary):
             lhs, rhs = self._value(expression.lhs, point), self._value(expression.rhs, point)

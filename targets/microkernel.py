@@ -37,12 +37,15 @@ import llvmlite.ir as ir
 
 from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
 from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
+from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
 F32 = ir.FloatType()
 
-_VECTOR_INTRINSICS = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "max": "llvm.maxnum", "min": "llvm.minnum"}
+#: Unary ops emitted as LLVM vector intrinsics (exp, tanh, sigmoid, erf, erfc come from
+#: :mod:`polytf.targets.math_functions`).
+_VECTOR_INTRINSICS = {"log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "max": "llvm.maxnum", "min": "llvm.minnum"}
 
 
 @dataclass(frozen=True)
@@ -488,15 +491,14 @@ class _Microkernel:
             operand = self._value(expression.operand, point, env, accumulator, cache, mask)
             if expression.op == "neg":
                 return b.fneg(operand, flags=flags)
-            if expression.op == "tanh":
-                tanh = self.g._declare("tanhf", F32, [F32])
-                if self.width == 1:
-                    return b.call(tanh, [operand])
-                result = ir.Constant(self.vector_type, ir.Undefined)
-                for lane in range(self.width):
-                    index = ir.Constant(I32, lane)
-                    result = b.insert_element(result, b.call(tanh, [b.extract_element(operand, index)]), index)
-                return result
+            if expression.op == "square":
+                return b.fmul(operand, operand, flags=flags)
+            if expression.op == "rsqrt":
+                root = b.call(self._intrinsic(_VECTOR_INTRINSICS["sqrt"], 1), [operand], fastmath=flags)
+                one = ir.Constant(self.vector_type, 1.0) if self.width == 1 else ir.Constant(self.vector_type, [1.0] * self.width)
+                return b.fdiv(one, root, flags=flags)
+            if expression.op in MATH_FUNCTIONS:
+                return b.call(math_function(self.g.module, expression.op, self.vector_type), [operand])
             return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 1), [operand], fastmath=flags)
         if isinstance(expression, Binary):
             lhs = self._value(expression.lhs, point, env, accumulator, cache, mask)

@@ -15,6 +15,7 @@ spec                       model
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,6 +64,11 @@ SUITES: dict[str, tuple[BenchEntry, ...]] = {
         BenchEntry("cifar_cnn:1"),
         BenchEntry("mlp:64"),
         BenchEntry("mlp:1"),
+    ),
+    # issue4: a MobileNetV2 and a Transformer encoder block, batch 1
+    "issue4": (
+        BenchEntry("mobilenet_v2"),
+        BenchEntry("transformer_encoder"),
     ),
     "smoke": (
         BenchEntry("matmul:64x96x80"),
@@ -202,9 +208,11 @@ def resolve_entries(
 
 
 def contraction_flops(path: str | os.PathLike) -> int | None:
-    """Floating-point operations of one inference: ``2·M·N·K`` per MatMul and
-    ``2·N·Ho·Wo·Cout·KH·KW·Cin`` per Conv2D (multiply and add counted apart; element-wise
-    epilogues, pooling and softmax not counted). ``None`` when the graph has neither op.
+    """Floating-point operations of one inference: ``2·M·N·K`` per MatMul (and per batch of a
+    BatchMatMulV2), ``2·N·Ho·Wo·Cout·KH·KW·Cin`` per Conv2D, ``2·N·Ho·Wo·Cout·KH·KW`` per
+    DepthwiseConv2dNative, and for an Einsum 2 × the output size × the sizes of the contracted
+    indices (multiply and add counted apart; element-wise epilogues, pooling and softmax not
+    counted). ``None`` when the graph has none of these ops.
 
     Raises:
         GraphError, ShapeError: the graph cannot be read or has non-static shapes.
@@ -225,5 +233,24 @@ def contraction_flops(path: str | os.PathLike) -> int | None:
             batch, height, width, filters = graph.types[node.output(0)].shape
             kernel_h, kernel_w, channels, _ = graph.types[node.inputs[1]].shape
             total += 2 * int(batch) * int(height) * int(width) * int(filters) * int(kernel_h) * int(kernel_w) * int(channels)
+            found = True
+        elif node.op == "DepthwiseConv2dNative":
+            kernel_h, kernel_w = graph.types[node.inputs[1]].shape[:2]
+            total += 2 * math.prod(int(d) for d in graph.types[node.output(0)].shape) * int(kernel_h) * int(kernel_w)
+            found = True
+        elif node.op == "BatchMatMulV2":
+            a = graph.types[node.inputs[0]].shape
+            k = a[-2] if node.attr("adj_x", False) else a[-1]
+            total += 2 * math.prod(int(d) for d in graph.types[node.output(0)].shape) * int(k)
+            found = True
+        elif node.op == "Einsum":
+            equation = node.attr("equation", b"")
+            equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+            operands, _, output = equation.replace(" ", "").partition("->")
+            sizes = {}
+            for labels, tensor in zip(operands.split(","), node.inputs):
+                sizes.update(zip(labels, graph.types[tensor].shape))
+            contracted = math.prod(int(sizes[label]) for label in sizes if label not in output)
+            total += 2 * math.prod(int(d) for d in graph.types[node.output(0)].shape) * contracted
             found = True
     return total if found else None

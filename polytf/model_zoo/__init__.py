@@ -21,6 +21,7 @@ from polytf.model_zoo.freeze import (
     write_model_with_info,
 )
 from polytf.model_zoo.keras_models import cifar_cnn, conv3x3_bias_relu_56, conv_bias_relu, matmul, mlp, odd_matmul
+from polytf.model_zoo.modern_models import mobilenet_v2, transformer_encoder
 from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow, time_graphdef_with_tensorflow
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "cifar_cnn",
     "odd_matmul",
     "conv_bias_relu",
+    "mobilenet_v2",
+    "transformer_encoder",
     "conv3x3_bias_relu_56",
     "matmul",
     "run_graphdef_with_tensorflow",

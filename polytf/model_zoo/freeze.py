@@ -12,6 +12,8 @@ model                    placeholder  input shape                output node  ou
 ``conv_bias_relu``       ``input``    ``[batch, 17, 19, 5]``     ``Identity`` ``[batch, 17, 19, 7]``
 ``conv3x3_bias_relu_56`` ``input``    ``[batch, 56, 56, 64]``    ``Identity`` ``[batch, 56, 56, 64]``
 ``matmul``               ``a``, ``b`` ``[M, K]``, ``[K, N]``     ``Identity`` ``[M, N]``
+``mobilenet_v2``         ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
+``transformer_encoder``  ``input``    ``[batch, 128, 256]``      ``Identity`` ``[batch, 128, 256]``
 ======================== ============ ========================== ============ ==========================
 
 ``matmul`` is the one model with two placeholders and no weights; its sizes are
@@ -38,6 +40,7 @@ from polytf.model_zoo.keras_models import (
     mlp,
     odd_matmul,
 )
+from polytf.model_zoo.modern_models import mobilenet_v2, transformer_encoder
 
 __all__ = [
     "MODEL_NAMES",
@@ -52,7 +55,7 @@ __all__ = [
 ]
 
 #: Models :func:`write_model` knows.
-MODEL_NAMES = ("mlp", "cifar_cnn", "odd_matmul", "conv_bias_relu", "conv3x3_bias_relu_56", "matmul")
+MODEL_NAMES = ("mlp", "cifar_cnn", "odd_matmul", "conv_bias_relu", "conv3x3_bias_relu_56", "matmul", "mobilenet_v2", "transformer_encoder")
 #: Models whose sizes are given by ``sizes`` (a tuple of ints), not ``batch``.
 SIZED_MODELS = {"matmul": ("M", "K", "N")}
 #: Default ``sizes`` of :data:`SIZED_MODELS`.
@@ -147,6 +150,10 @@ def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple
         return mlp(b), ((INPUT_NAME, (b, 784)),)
     if name == "cifar_cnn":
         return cifar_cnn(b), ((INPUT_NAME, (b, 32, 32, 3)),)
+    if name == "mobilenet_v2":
+        return mobilenet_v2(b), ((INPUT_NAME, (b, 224, 224, 3)),)
+    if name == "transformer_encoder":
+        return transformer_encoder(b), ((INPUT_NAME, (b, 128, 256)),)
     if name == "odd_matmul":
         fn = odd_matmul() if batch is None else odd_matmul(m=batch)
     elif name == "conv_bias_relu":

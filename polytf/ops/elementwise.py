@@ -1,11 +1,13 @@
-"""Elementwise ops: ``AddV2``/``Add``, ``Sub``, ``Mul`` (with numpy/TensorFlow
-broadcasting), ``BiasAdd`` and ``Relu``.
+"""Elementwise ops: ``AddV2``/``Add``, ``Sub``, ``Mul``, ``SquaredDifference`` (with
+numpy/TensorFlow broadcasting), ``BiasAdd`` and ``Relu``.
 
-Sources: TensorFlow op definitions ``AddV2``, ``Add``, ``Sub``, ``Mul`` and ``BiasAdd``
-(tensorflow/core/ops/math_ops.cc, nn_ops.cc) and ``Relu`` (tensorflow/core/ops/nn_ops.cc).
+Sources: TensorFlow op definitions ``AddV2``, ``Add``, ``Sub``, ``Mul``,
+``SquaredDifference`` and ``BiasAdd`` (tensorflow/core/ops/math_ops.cc, nn_ops.cc) and
+``Relu`` (tensorflow/core/ops/nn_ops.cc). Unary math ops are in :mod:`polytf.ops.unary`.
 
 * Binary ops broadcast like numpy: shapes are aligned on the right and a dimension
   of size 1 (or a missing leading dimension) is repeated.
+* ``SquaredDifference(x, y) = (x - y) * (x - y)``.
 * ``BiasAdd(value, bias)``: ``value`` of rank >= 2, ``bias`` of rank 1 with the size of
   ``value``'s last dimension (data_format ``NHWC``; ``NCHW`` is not supported).
 * ``Relu(x) = max(x, 0)``.
@@ -22,7 +24,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import Access, Binary, Constant, Load
+from polytf.poly.expression import Access, Binary, Constant, Load, Unary
 from polytf.poly.statement import Statement
 
 
@@ -108,6 +110,23 @@ def lower_binary(node, inputs, outputs, context):
     return [Statement(context.statement_name(), iterators, c.shape, out, value, node=node.name, op=node.op)]
 
 
+# --- SquaredDifference -----------------------------------------------------------------
+
+
+def reference_squared_difference(node, inputs):
+    a, b = (np.asarray(x, dtype=np.float32).astype(np.float64) for x in inputs)
+    return (np.asarray(np.square(a - b), dtype=np.float32),)
+
+
+def lower_squared_difference(node, inputs, outputs, context):
+    """``S[d0..d{R-1}]: C[d...] = square(A[bcast(d)] - B[bcast(d)])``."""
+    a, b = inputs
+    (c,) = outputs
+    out, iterators = _output_access(c)
+    difference = Binary("sub", Load(broadcast_access(a.name, a.shape, c.shape)), Load(broadcast_access(b.name, b.shape, c.shape)))
+    return [Statement(context.statement_name(), iterators, c.shape, out, Unary("square", difference), node=node.name, op=node.op)]
+
+
 # --- BiasAdd ---------------------------------------------------------------------------
 
 
@@ -187,6 +206,16 @@ SUB = register(
 )
 MUL = register(
     OpDefinition("Mul", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: Mul")
+)
+SQUARED_DIFFERENCE = register(
+    OpDefinition(
+        "SquaredDifference",
+        ELEMENTWISE,
+        infer_binary,
+        reference_squared_difference,
+        lower_squared_difference,
+        source="tensorflow/core/ops/math_ops.cc: SquaredDifference",
+    )
 )
 BIAS_ADD = register(
     OpDefinition(

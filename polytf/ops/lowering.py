@@ -8,7 +8,7 @@ fingerprint and shares tuning records.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,6 +36,8 @@ class LoweredKernel:
     scop: Scop
     array_tensors: Mapping[str, str | None]
     reference: Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+    #: input array name -> its value, for inputs that are graph constants (weights)
+    constant_values: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def input_arrays(self) -> tuple[ArrayInfo, ...]:
@@ -70,7 +72,7 @@ def lower_group(graph: Graph, group: FusionGroup) -> LoweredKernel:
         if produced not in names:
             add(produced, "temporary")
 
-    context = LoweringContext()
+    context = LoweringContext(constants=graph.constants)
     statements = []
     for node_name in group.nodes:
         node = graph.nodes[node_name]
@@ -86,7 +88,12 @@ def lower_group(graph: Graph, group: FusionGroup) -> LoweredKernel:
 
     scop = Scop(group.name, tuple(statements), tuple(infos), tuple((n, graph.nodes[n].op) for n in group.nodes))
     tensors = {info.name: (info.tensor or None) for info in infos}
-    return LoweredKernel(group, scop, tensors, _reference(graph, group, names))
+    constant_values = {
+        info.name: np.asarray(graph.constants[info.tensor])
+        for info in infos
+        if info.role == "input" and info.tensor in graph.constants
+    }
+    return LoweredKernel(group, scop, tensors, _reference(graph, group, names), constant_values)
 
 
 def _reference(graph: Graph, group: FusionGroup, names: Mapping[str, str]):

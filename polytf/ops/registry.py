@@ -7,7 +7,7 @@ Op semantics follow TensorFlow's op definitions (tensorflow/core/ops/*.cc and th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,10 +39,12 @@ class ArrayRef:
 
 
 class LoweringContext:
-    """What a lowering may ask of the Scop being built: fresh statement names and
-    kernel-local temporary arrays."""
+    """What a lowering may ask of the Scop being built: fresh statement names,
+    kernel-local temporary arrays and the values of compile-time constant inputs."""
 
-    def __init__(self, statement_prefix: str = "S", array_prefix: str = "T") -> None:
+    def __init__(self, statement_prefix: str = "S", array_prefix: str = "T", constants: Mapping[str, np.ndarray] | None = None) -> None:
+        #: graph tensor name -> compile-time value (read with ``constant_inputs.constant_input``).
+        self.constants: Mapping[str, np.ndarray] = dict(constants or {})
         self._statement_count = 0
         self._array_count = 0
         self._statement_prefix = statement_prefix
@@ -71,6 +73,8 @@ ReferenceFunction = Callable[[Node, Sequence[np.ndarray]], tuple[np.ndarray, ...
 #: lower(node, inputs, outputs, context) -> statements in program order. ``inputs`` holds
 #: only the data inputs (see ``OpDefinition.data_inputs``).
 LowerFunction = Callable[[Node, Sequence[ArrayRef], Sequence[ArrayRef], LoweringContext], list[Statement]]
+#: static_value(node, input_types) -> output values known from the input types alone (e.g. Shape).
+StaticValueFunction = Callable[[Node, Sequence[TensorType]], tuple[np.ndarray, ...]]
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,12 @@ class OpDefinition:
         data_inputs: indices of inputs that the computation reads at run time; the others
             (e.g. Reshape's ``shape``) must be compile-time constants. None means all.
         source: where the semantics come from (for docs and messages).
+        dtypes: dtypes the op accepts (documentation; shape inference enforces float32 for
+            run-time tensors and allows int32/int64 in compile-time constants).
+        foldable: shape inference evaluates ``reference`` at compile time when every input
+            is a compile-time constant (small tensors only; VIEW ops always fold).
+        static_value: output values computed from the input types alone (``Shape``): the
+            outputs are always compile-time constants.
     """
 
     op: str
@@ -96,6 +106,8 @@ class OpDefinition:
     data_inputs: tuple[int, ...] | None = None
     source: str = ""
     dtypes: tuple[str, ...] = field(default=("float32",))
+    foldable: bool = False
+    static_value: StaticValueFunction | None = None
 
     def data_input_indices(self, input_count: int) -> tuple[int, ...]:
         return tuple(range(input_count)) if self.data_inputs is None else self.data_inputs

@@ -1,10 +1,12 @@
 """Shape inference: give every tensor of a graph a static :class:`TensorType`.
 
 Walks the nodes in (topological) order, asks each op's ``infer`` rule for its output
-types and records the tensors known at compile time (``Const`` values and views of
-them) in ``graph.constants``. Placeholder shapes come from their ``shape`` attr,
-overridden by ``input_shapes``; any dimension still unknown is an error that says how
-to fix it.
+types and records the tensors known at compile time in ``graph.constants``: ``Const``
+values, views of constants, ops whose value follows from their input types (``Shape``)
+and small ``foldable`` ops on constants (``StridedSlice``, ``Pack``, ... computing a
+Reshape's shape), evaluated by their numpy reference. Placeholder shapes come from
+their ``shape`` attr, overridden by ``input_shapes``; any dimension still unknown is an
+error that says how to fix it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from polytf.ops.sources import placeholder_shape
 COMPUTE_DTYPE = "float32"
 #: dtypes allowed for compile-time constant tensors read only as non-data inputs (e.g. Reshape's shape).
 CONSTANT_INDEX_DTYPES = ("int32", "int64")
+#: Largest tensor (elements) a ``foldable`` op is evaluated on at compile time.
+FOLD_MAX_ELEMENTS = 4096
 
 
 def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
@@ -68,13 +72,9 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
 
         if node.op == "Const":
             constants[node.output(0)] = np.asarray(node.attr("value"))
-        elif definition.category == registry.VIEW and _all_inputs_constant(node, constants):
-            inputs = [constants[t] for t in node.inputs]
-            try:
-                values = definition.reference(node, inputs)
-            except ShapeError as error:
-                raise error.with_context(f"while folding constant node '{node.name}' ({node.op})") from None
-            for name, value in zip(output_names, values):
+        else:
+            values = _fold(node, definition, input_types, outputs, constants)
+            for name, value in zip(output_names, values or ()):
                 constants[name] = np.asarray(value)
 
         _check_dtypes(node, definition, input_types, outputs, output_names, constants)
@@ -139,11 +139,37 @@ def _all_inputs_constant(node: Node, constants: Mapping[str, np.ndarray]) -> boo
     return bool(node.inputs) and all(t in constants for t in node.inputs)
 
 
+def _fold(node: Node, definition, input_types, output_types, constants: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...] | None:
+    """Compile-time values of ``node``'s outputs, or None when they are not known.
+
+    ``static_value`` ops (``Shape``) always fold; VIEW ops fold when all inputs are
+    constants; ``foldable`` ops too, when no input or output has more than
+    :data:`FOLD_MAX_ELEMENTS` elements (shape arithmetic, not weights).
+
+    Raises:
+        ShapeError: the op's reference rejects the constant inputs (with the node named).
+    """
+    try:
+        if definition.static_value is not None:
+            return tuple(definition.static_value(node, input_types))
+        if not _all_inputs_constant(node, constants):
+            return None
+        if definition.category != registry.VIEW:
+            if not definition.foldable:
+                return None
+            sizes = [t.element_count for t in (*input_types, *output_types)]
+            if max(sizes, default=0) > FOLD_MAX_ELEMENTS:
+                return None
+        return tuple(definition.reference(node, [constants[t] for t in node.inputs]))
+    except ShapeError as error:
+        raise error.with_context(f"while folding constant node '{node.name}' ({node.op})") from None
+
+
 def _check_dtypes(node, definition, input_types, outputs, output_names, constants) -> None:
     """Only float32 is computed; int32/int64 may appear only in compile-time constants
     read as non-data inputs (checked at the reader)."""
-    folded = all(name in constants for name in output_names)
-    if not (definition.category in (registry.SOURCE, registry.VIEW, registry.NO_OUTPUT) and folded):
+    folded = bool(output_names) and all(name in constants for name in output_names)
+    if not folded:
         for i in definition.data_input_indices(len(node.inputs)):
             if i < len(input_types) and input_types[i].dtype != COMPUTE_DTYPE:
                 raise ShapeError(

@@ -1,14 +1,21 @@
-"""View ops: ``Identity``, ``Reshape``, ``Squeeze`` (no code: the output aliases data
-input 0, row-major) and ``NoOp`` (nothing at all).
+"""View ops: ``Identity``, ``StopGradient``, ``Snapshot``, ``Reshape``, ``Squeeze``,
+``ExpandDims`` (no code: the output aliases data input 0, row-major) and ``NoOp``
+(nothing at all).
 
-Sources: TensorFlow op definitions ``Identity``, ``Reshape``, ``Squeeze``
-(tensorflow/core/ops/array_ops.cc) and ``NoOp`` (tensorflow/core/ops/no_op.cc).
+Sources: TensorFlow op definitions ``Identity``, ``StopGradient``, ``Snapshot``,
+``Reshape``, ``Squeeze``, ``ExpandDims`` (tensorflow/core/ops/array_ops.cc) and ``NoOp``
+(tensorflow/core/ops/no_op.cc).
+
+* ``StopGradient`` and ``Snapshot`` are ``Identity`` at inference time.
 
 * ``Reshape(tensor, shape)``: ``shape`` must be a compile-time constant 1-D int
   tensor; at most one entry may be ``-1`` (inferred from the element count).
 * ``Squeeze(input)``: attr ``squeeze_dims`` (TF's GraphDef name; ``axis`` accepted
   too) lists the size-1 dimensions to remove, negative values counting from the end;
   an empty list removes every size-1 dimension.
+* ``ExpandDims(input, axis)``: ``axis`` must be a compile-time constant scalar (or
+  1-element) int in ``[-(rank + 1), rank]``; a size-1 dimension is inserted there
+  (negative values count from the end of the output).
 """
 
 from __future__ import annotations
@@ -115,6 +122,37 @@ def reference_squeeze(node, inputs):
     return (np.squeeze(x, axis=axes) if axes else x.copy(),)
 
 
+# --- ExpandDims ----------------------------------------------------------------------
+
+
+def _expand_axis(node, rank: int, axis_value) -> int:
+    """The position of the new size-1 dimension in the output (rank ``rank + 1``)."""
+    if axis_value is None:
+        raise ShapeError(
+            f"ExpandDims' axis input ('{node.inputs[1] if len(node.inputs) > 1 else '?'}') must be a compile-time constant"
+        )
+    axis_value = np.asarray(axis_value)
+    if axis_value.size != 1 or axis_value.dtype.kind not in "iu":
+        raise ShapeError(f"ExpandDims' axis must be a single int32/int64 value, got {axis_value!r}")
+    axis = int(axis_value.reshape(-1)[0])
+    if not -(rank + 1) <= axis <= rank:
+        raise ShapeError(f"ExpandDims axis {axis} is out of range for an input of rank {rank} (allowed: [{-(rank + 1)}, {rank}])")
+    return axis % (rank + 1)
+
+
+def infer_expand_dims(node, input_types, input_constants):
+    if len(input_types) != 2:
+        raise ShapeError(f"ExpandDims takes 2 inputs (input, axis), got {len(input_types)}")
+    x = input_types[0]
+    axis = _expand_axis(node, x.rank, input_constants[1])
+    return (TensorType(x.shape[:axis] + (1,) + x.shape[axis:], x.dtype),)
+
+
+def reference_expand_dims(node, inputs):
+    x = np.asarray(inputs[0])
+    return (np.expand_dims(x, _expand_axis(node, x.ndim, inputs[1])),)
+
+
 # --- NoOp ----------------------------------------------------------------------------
 
 
@@ -157,6 +195,40 @@ SQUEEZE = register(
         None,
         data_inputs=(0,),
         source="tensorflow/core/ops/array_ops.cc: Squeeze",
+    )
+)
+EXPAND_DIMS = register(
+    OpDefinition(
+        "ExpandDims",
+        VIEW,
+        infer_expand_dims,
+        reference_expand_dims,
+        None,
+        data_inputs=(0,),
+        source="tensorflow/core/ops/array_ops.cc: ExpandDims",
+        dtypes=("float32", "int32"),
+    )
+)
+STOP_GRADIENT = register(
+    OpDefinition(
+        "StopGradient",
+        VIEW,
+        infer_identity,
+        reference_identity,
+        None,
+        data_inputs=(0,),
+        source="tensorflow/core/ops/array_ops.cc: StopGradient",
+    )
+)
+SNAPSHOT = register(
+    OpDefinition(
+        "Snapshot",
+        VIEW,
+        infer_identity,
+        reference_identity,
+        None,
+        data_inputs=(0,),
+        source="tensorflow/core/ops/array_ops.cc: Snapshot",
     )
 )
 NOOP = register(

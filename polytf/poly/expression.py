@@ -8,6 +8,7 @@ statement's iterators, so isl can reason about them exactly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -187,14 +188,42 @@ class Constant(Expr):
         return repr(float(self.value))
 
 
+def _erf(x):
+    """Error function, computed in float64 (``math.erf``; numpy has none)."""
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _erfc(x):
+    """Complementary error function ``1 - erf(x)``, accurate in the tails (``math.erfc``)."""
+    return np.vectorize(math.erfc, otypes=[np.float64])(x)
+
+
+def _sigmoid(x):
+    """Logistic function ``1 / (1 + exp(-x))`` in float64, without overflow for large ``|x|``."""
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _rsqrt(x):
+    """Reciprocal square root ``1 / sqrt(x)`` (TensorFlow ``Rsqrt``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 / np.sqrt(np.asarray(x, dtype=np.float64))
+
+
 #: Unary operators and their numpy meaning (used by the reference interpreter).
 UNARY_OPS = {
     "neg": np.negative,
     "exp": np.exp,
     "log": np.log,
     "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
     "abs": np.abs,
+    "square": np.square,
     "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "erf": _erf,
+    "erfc": _erfc,
 }
 
 #: Binary operators and their numpy meaning.

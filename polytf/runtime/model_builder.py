@@ -1,7 +1,8 @@
 """From a GraphDef file to kernels and a CompiledModel.
 
-``prepare_model`` runs the front half of the compiler (read, infer shapes, prune,
-partition into fusion groups, lower to Scops); ``build_model`` compiles each kernel
+``prepare_model`` runs the front half of the compiler (read, infer shapes, optimize the
+graph (:func:`polytf.graph.passes.pipeline.optimize`), partition into fusion groups, lower
+to Scops); ``build_model`` compiles each kernel
 with a recipe (from the cache, or the default) into a :class:`CompiledModel`.
 """
 
@@ -16,7 +17,9 @@ from polytf.errors import PolytfError
 from polytf.frontend import load_graph
 from polytf.graph import Graph
 from polytf.graph.passes.fusion import FusionGroup, partition
-from polytf.graph.passes.pruning import PassReport, prune_to_outputs
+from polytf.graph.passes.pipeline import optimize
+from polytf.graph.passes.pruning import prune_to_outputs
+from polytf.graph.passes.report import PassReport
 from polytf.ops.lowering import LoweredKernel, lower_group
 from polytf.ops.shape_inference import infer_types
 from polytf.runtime.cache import CacheKey, KernelCache
@@ -32,10 +35,10 @@ class PreparedModel:
     """A model after the front half of the compiler.
 
     Attributes:
-        graph: typed and pruned graph.
+        graph: typed and optimized graph.
         groups: fusion groups in execution order.
         kernels: their lowered Scops, same order.
-        passes: what each graph pass changed.
+        passes: what each graph pass changed, in the order they ran (all rounds).
     """
 
     graph: Graph
@@ -44,25 +47,49 @@ class PreparedModel:
     passes: tuple[PassReport, ...]
 
 
+def prepare_graph(
+    path: str | os.PathLike,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    outputs: Sequence[str] | None = None,
+    optimize_graph: bool = True,
+) -> tuple[Graph, tuple[PassReport, ...]]:
+    """Read ``path``, infer its types and run the graph passes; returns the typed graph and
+    what each pass changed (see :func:`prepare_model` for the arguments and errors)."""
+    graph = load_graph(path, outputs=outputs)
+    typed = infer_types(graph, input_shapes)
+    if not optimize_graph:
+        pruned, report = prune_to_outputs(typed)
+        return pruned, (report,)
+    optimized, reports = optimize(typed)
+    # The passes keep types and constants in step; typing the result afresh checks every new node.
+    return infer_types(optimized.with_changes(types={}, constants={}), input_shapes), reports
+
+
 def prepare_model(
     path: str | os.PathLike,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,
     fuse: bool = True,
+    optimize_graph: bool = True,
 ) -> PreparedModel:
     """Read ``path`` and lower it to kernels.
+
+    Args:
+        path: frozen GraphDef (``.pb``/``.pbtxt``).
+        input_shapes: placeholder name -> shape, for unknown dimensions.
+        outputs: output node or tensor names (default: the graph's sinks).
+        fuse: False puts every compute node in its own kernel.
+        optimize_graph: False runs only pruning instead of every graph pass (for comparisons).
 
     Raises:
         GraphError: unreadable file or malformed graph (names the file).
         UnsupportedOpError: every unsupported node, in one message.
         ShapeError: shapes that cannot be inferred (says how to fix them).
     """
-    graph = load_graph(path, outputs=outputs)
-    typed = infer_types(graph, input_shapes)
-    pruned, report = prune_to_outputs(typed)
-    groups = partition(pruned, fuse=fuse)
-    kernels = tuple(lower_group(pruned, group) for group in groups)
-    return PreparedModel(pruned, groups, kernels, (report,))
+    graph, reports = prepare_graph(path, input_shapes, outputs, optimize_graph)
+    groups = partition(graph, fuse=fuse)
+    kernels = tuple(lower_group(graph, group) for group in groups)
+    return PreparedModel(graph, groups, kernels, reports)
 
 
 def cache_key(kernel: LoweredKernel, target: Target, threads: int, codegen: CodegenConfig) -> CacheKey:

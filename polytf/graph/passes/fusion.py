@@ -47,8 +47,13 @@ def resolve_view(graph: Graph, tensor: str) -> str:
 
 
 def is_compute(graph: Graph, node_name: str) -> bool:
-    definition = lookup(graph.nodes[node_name].op)
-    return definition is not None and definition.category not in (SOURCE, VIEW, NO_OUTPUT)
+    """Whether the node needs code: a registered op that is not a source or a view, and
+    whose output is not already known at compile time (folded by shape inference)."""
+    node = graph.nodes[node_name]
+    definition = lookup(node.op)
+    if definition is None or definition.category in (SOURCE, VIEW, NO_OUTPUT):
+        return False
+    return node.output(0) not in graph.constants
 
 
 def data_inputs(graph: Graph, node_name: str) -> tuple[str, ...]:

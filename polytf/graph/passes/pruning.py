@@ -7,27 +7,15 @@ control edges.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from polytf.graph import Graph, split_tensor_name
+from polytf.graph.passes.report import PassReport
+
+__all__ = ["PassReport", "live_nodes", "prune_to_outputs"]
 
 
-@dataclass(frozen=True)
-class PassReport:
-    """What a graph pass changed."""
-
-    name: str
-    nodes_before: int
-    nodes_after: int
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.nodes_before} -> {self.nodes_after} nodes{(' (' + self.detail + ')') if self.detail else ''}"
-
-
-def prune_to_outputs(graph: Graph) -> tuple[Graph, PassReport]:
-    """Drop every node the outputs do not depend on (placeholders are kept: they are the
-    model's interface, even when unused)."""
+def live_nodes(graph: Graph) -> set[str]:
+    """Names of the nodes the outputs depend on (through data or control inputs), plus
+    every placeholder (the model's interface, kept even when unused)."""
     keep: set[str] = set()
     stack = [split_tensor_name(t)[0] for t in graph.outputs]
     while stack:
@@ -38,8 +26,17 @@ def prune_to_outputs(graph: Graph) -> tuple[Graph, PassReport]:
         node = graph.nodes[name]
         stack.extend(split_tensor_name(t)[0] for t in node.inputs)
         stack.extend(node.control_inputs)
-    nodes = {name: node for name, node in graph.nodes.items() if name in keep or node.op == "Placeholder"}
+    keep.update(node.name for node in graph.placeholders)
+    return keep
+
+
+def prune_to_outputs(graph: Graph) -> tuple[Graph, PassReport]:
+    """Drop every node the outputs do not depend on (placeholders are kept: they are the
+    model's interface, even when unused); ``types`` and ``constants`` follow."""
+    keep = live_nodes(graph)
+    nodes = {name: node for name, node in graph.nodes.items() if name in keep}
     types = {t: v for t, v in graph.types.items() if split_tensor_name(t)[0] in nodes}
     constants = {t: v for t, v in graph.constants.items() if split_tensor_name(t)[0] in nodes}
     pruned = graph.with_changes(nodes=nodes, types=types, constants=constants)
-    return pruned, PassReport("prune", len(graph.nodes), len(nodes))
+    removed = len(graph.nodes) - len(nodes)
+    return pruned, PassReport.between("prune", graph, pruned, removed, f"{removed} dead nodes removed" if removed else "")

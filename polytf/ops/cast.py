@@ -1,0 +1,109 @@
+"""``Cast``: convert a tensor to another dtype.
+
+Source: TensorFlow op definition ``Cast`` (tensorflow/core/ops/math_ops.cc): input ``x``
+of dtype ``SrcT``, output of the same shape and dtype ``DstT`` (attr ``Truncate`` only
+matters between floating-point types and is ignored). Float to integer conversion
+truncates toward zero (C++ ``static_cast``; NaN and out-of-range values are undefined
+there and give numpy's result here); bool is ``x != 0``.
+
+What polytf compiles: generated code computes float32 only (the code generator and the
+runtime buffers are float32), so
+
+* a ``Cast`` of a compile-time constant (e.g. shape arithmetic, ``Shape -> Cast``) of any
+  of float32/float64/int32/int64/bool is folded by shape inference with the numpy
+  reference (tensors of up to ``shape_inference.FOLD_MAX_ELEMENTS`` elements);
+* a run-time ``float32 -> float32`` ``Cast`` is a copy (one element-wise statement);
+* a run-time ``Cast`` to or from another dtype is a :class:`ShapeError` naming the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polytf.errors import ShapeError
+from polytf.graph import TensorType
+from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
+from polytf.poly.expression import Access, Load
+from polytf.poly.statement import Statement
+
+#: dtypes a compile-time constant may be cast between.
+CAST_DTYPES = ("float32", "float64", "int32", "int64", "bool")
+COMPUTE_DTYPE = "float32"
+
+
+def _dtype_attr(node, name: str, default: str | None) -> str:
+    value = node.attr(name, default)
+    if isinstance(value, bytes):
+        value = value.decode()
+    if value is None:
+        raise ShapeError(f"Cast node '{node.name}' has no {name} attr")
+    value = np.dtype(value).name if not isinstance(value, str) else value
+    if value not in CAST_DTYPES:
+        raise ShapeError(f"Cast node '{node.name}': {name}={value} is not supported (polytf casts between {', '.join(CAST_DTYPES)})")
+    return value
+
+
+def _constant_fits(value: np.ndarray) -> bool:
+    """Whether shape inference folds a constant of this size (see ``FOLD_MAX_ELEMENTS``)."""
+    from polytf.ops.shape_inference import FOLD_MAX_ELEMENTS
+
+    return value.size <= FOLD_MAX_ELEMENTS
+
+
+def infer(node, input_types, input_constants):
+    """``x: [D...] of SrcT -> [D...] of DstT``.
+
+    Raises:
+        ShapeError: not one input, an unsupported dtype, ``SrcT`` different from the
+            input's dtype, or a run-time (not compile-time constant) cast that is not
+            float32 -> float32.
+    """
+    if len(input_types) != 1:
+        raise ShapeError(f"Cast takes 1 input, got {len(input_types)}")
+    (x,) = input_types
+    source = _dtype_attr(node, "SrcT", x.dtype)
+    destination = _dtype_attr(node, "DstT", None)
+    if source != x.dtype:
+        raise ShapeError(f"Cast node '{node.name}': SrcT={source} but its input '{node.inputs[0]}' has dtype {x.dtype}")
+    constant = input_constants[0] if input_constants else None
+    if (source, destination) != (COMPUTE_DTYPE, COMPUTE_DTYPE) and (constant is None or not _constant_fits(np.asarray(constant))):
+        what = "a run-time tensor" if constant is None else "a constant too large to fold at compile time"
+        raise ShapeError(
+            f"Cast node '{node.name}' converts {what} from {source} to {destination}; polytf generates {COMPUTE_DTYPE} code only "
+            "and casts other dtypes only in compile-time constants (shape arithmetic). "
+            "Export the model so that this tensor is float32, or make it a constant."
+        )
+    return (TensorType(x.shape, destination),)
+
+
+def reference(node, inputs):
+    """numpy ``astype`` (truncation toward zero for float -> int, ``!= 0`` for bool)."""
+    x = np.asarray(inputs[0])
+    destination = _dtype_attr(node, "DstT", None)
+    with np.errstate(invalid="ignore"):
+        return (np.asarray(x.astype(destination)),)
+
+
+def lower(node, inputs, outputs, context):
+    """``S[d...]: Y[d...] = X[d...]`` (float32 -> float32 only; infer rejects the rest)."""
+    (x,) = inputs
+    (y,) = outputs
+    if x.type.dtype != COMPUTE_DTYPE or y.type.dtype != COMPUTE_DTYPE:
+        raise ShapeError(f"Cast node '{node.name}': cannot generate code for {x.type.dtype} -> {y.type.dtype}")
+    iterators = tuple(f"d{i}" for i in range(len(y.shape)))
+    value = Load(Access.of(x.name, *iterators))
+    return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
+
+
+CAST = register(
+    OpDefinition(
+        "Cast",
+        ELEMENTWISE,
+        infer,
+        reference,
+        lower,
+        source="tensorflow/core/ops/math_ops.cc: Cast",
+        dtypes=CAST_DTYPES,
+        foldable=True,
+    )
+)

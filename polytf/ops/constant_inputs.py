@@ -1,0 +1,39 @@
+"""Compile-time constant inputs of a node, as its lowering sees them.
+
+Some ops have inputs that shape the loop nest rather than feed it data: Pad's
+``paddings``, Transpose's ``perm``, ConcatV2's ``axis``. Shape inference reads them from
+``input_constants``; the lowering reads them from the ``constants`` mapping of its
+:class:`~polytf.ops.registry.LoweringContext` (tensor name -> numpy value, the
+``graph.constants`` of the graph being lowered), which the lowering driver sets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polytf.errors import ShapeError
+
+
+def constant_input(node, context, index: int, what: str) -> np.ndarray:
+    """The compile-time value of input ``index`` of ``node``.
+
+    Args:
+        node: the node being lowered.
+        context: its lowering context; ``context.constants`` maps tensor names to values.
+        index: input position.
+        what: the input's name in the op definition (for the message), e.g. ``"paddings"``.
+
+    Raises:
+        ShapeError: the input is missing or its value is not known at compile time.
+    """
+    if index >= len(node.inputs):
+        raise ShapeError(f"{node.op} node '{node.name}' has no {what} input (input {index})")
+    tensor = node.inputs[index]
+    constants = getattr(context, "constants", None)
+    value = None if constants is None else constants.get(tensor)
+    if value is None:
+        raise ShapeError(
+            f"{node.op} node '{node.name}': lowering needs the compile-time value of its {what} input '{tensor}', "
+            "but the lowering context has none (the lowering driver must set LoweringContext.constants to the graph's constants)"
+        )
+    return np.asarray(value)

@@ -1,0 +1,256 @@
+"""Vectorisable float32 math functions emitted as straight-line LLVM IR.
+
+``llvm.exp.*`` and libm's ``tanhf`` are calls that LLVM's loop vectoriser does not turn
+into vector code on x86 (there is no vector library configured), so a softmax or a GELU
+would run one lane at a time. Each function here is range reduction + polynomial +
+``select``s, without branches, so it works unchanged on ``float`` and on ``<W x float>``:
+the generic emitter's loops vectorise it, and the micro-kernel calls it on its vectors.
+
+Every function is defined once per module and value type, as an ``internal
+alwaysinline`` function named ``polytf.<name>.f32`` / ``polytf.<name>.v<W>f32``
+(:func:`math_function`); LLVM inlines it before vectorising. The arithmetic carries only
+the ``contract`` fast-math flag (fused multiply-add, which never lowers accuracy here):
+no reassociation, which would undo the Cody-Waite range reduction, and no ``nnan``/
+``ninf``, so NaN inputs give NaN.
+
+Sources and accuracy (float32, measured against float64 ``math`` in
+``tests/unit/targets/test_math_functions.py``):
+
+* ``exp``: Cephes ``expf`` (S. L. Moshier, Cephes Math Library 2.2, ``expf.c``):
+  ``n = floor(x log2(e) + 1/2)``, ``r = x - n ln 2`` in two parts (Cody & Waite),
+  degree-7 polynomial on ``[-ln2/2, ln2/2]``; ``2^n`` is applied as two factors
+  ``2^(n>>1) 2^(n-(n>>1))`` so that results in the subnormal range underflow gradually and
+  large ``x`` overflow to ``inf``. A few ulp of relative error.
+* ``tanh``: Cephes ``tanhf``: ``x + x^3 P(x^2)`` for ``|x| < 0.625``, else
+  ``sign(x) (1 - 2 / (exp(2|x|) + 1))``.
+* ``sigmoid``: ``1 / (1 + exp(-x))`` (``exp`` overflowing to ``inf`` gives 0).
+* ``erf``/``erfc``: Cephes ``ndtrf.c`` (``erff``, ``erfcf``): ``erf(x) = x T(x^2)`` for
+  ``|x| < 1``; ``erfc(x) = exp(-x^2) (1/x) P(1/x^2)`` (``P`` for ``1 <= x < 2``, ``R`` for
+  ``x >= 2``), ``erfc(-x) = 2 - erfc(x)``, ``erf = 1 - erfc`` for ``|x| >= 1``.
+  ``exp(-x^2)`` is corrected for the rounding of ``x^2`` (the exact residual of the
+  product, by Dekker's split, "A floating-point technique for extending the available
+  precision", Numer. Math. 18, 1971), which keeps erfc's relative error below ~1e-6 up
+  to its underflow near ``x = 9.2`` (plain Cephes: 3.9e-6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import llvmlite.ir as ir
+
+F32 = ir.FloatType()
+I32 = ir.IntType(32)
+
+#: Fast-math flags of the arithmetic inside the functions (see the module docstring).
+FLAGS = ("contract",)
+
+# Cephes expf.c
+_LOG2E = 1.44269504088896341
+_EXP_C1 = 0.693359375
+_EXP_C2 = -2.12194440e-4
+_EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+#: exp(x) for x below this is 0 in float32 (below half the smallest subnormal); above the
+#: upper bound it is inf. Clamping to them keeps the exponent arithmetic in range.
+_EXP_LOWEST = -104.0
+_EXP_HIGHEST = 89.0
+
+# Cephes tanhf.c
+_TANH_POLYNOMIAL = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
+_TANH_SMALL = 0.625
+
+# Cephes ndtrf.c
+_ERFC_P = (
+    2.326819970068386e-2, -1.387039388740657e-1, 3.687424674597105e-1, -5.824733027278666e-1, 6.210004621745983e-1,
+    -4.944515323274145e-1, 3.404879937665872e-1, -2.741127028184656e-1, 5.638259427386472e-1,
+)
+_ERFC_R = (
+    -1.047766399936249e1, 1.297719955372516e1, -7.495518717768503e0, 2.921019019210786e0, -1.015265279202700e0,
+    4.218463358204948e-1, -2.820767439740514e-1, 5.641895067754075e-1,
+)
+_ERF_T = (
+    7.853861353153693e-5, -8.010193625184903e-4, 5.188327685732524e-3, -2.685381193529856e-2, 1.128358514861418e-1,
+    -3.761262582423300e-1, 1.128379165726710e0,
+)
+#: erfc(x) is 0 in float32 beyond ~10.05; clamping there keeps exp(-x^2) and 1/x finite.
+_ERFC_HIGHEST = 10.5
+
+
+class _Emitter:
+    """Helpers over one builder and one value type (``float`` or ``<W x float>``)."""
+
+    def __init__(self, builder: ir.IRBuilder, value_type: ir.Type) -> None:
+        self.b = builder
+        self.type = value_type
+        self.width = value_type.count if isinstance(value_type, ir.VectorType) else 0
+        self.int_type = ir.VectorType(I32, self.width) if self.width else I32
+
+    def constant(self, value: float) -> ir.Constant:
+        return ir.Constant(self.type, [float(value)] * self.width) if self.width else ir.Constant(F32, float(value))
+
+    def integer(self, value: int) -> ir.Constant:
+        return ir.Constant(self.int_type, [int(value)] * self.width) if self.width else ir.Constant(I32, int(value))
+
+    def intrinsic(self, name: str, arity: int = 1) -> ir.Function:
+        suffix = f"v{self.width}f32" if self.width else "f32"
+        module = self.b.module
+        full = f"llvm.{name}.{suffix}"
+        existing = module.globals.get(full)
+        if existing is not None:
+            return existing
+        return ir.Function(module, ir.FunctionType(self.type, [self.type] * arity), name=full)
+
+    def call(self, name: str, *arguments: ir.Value) -> ir.Value:
+        return self.b.call(self.intrinsic(name, len(arguments)), list(arguments))
+
+    def add(self, a, b):
+        return self.b.fadd(a, b, flags=FLAGS)
+
+    def sub(self, a, b):
+        return self.b.fsub(a, b, flags=FLAGS)
+
+    def mul(self, a, b):
+        return self.b.fmul(a, b, flags=FLAGS)
+
+    def div(self, a, b):
+        return self.b.fdiv(a, b, flags=FLAGS)
+
+    def less(self, a, b):
+        return self.b.fcmp_ordered("<", a, b)
+
+    def greater(self, a, b):
+        return self.b.fcmp_ordered(">", a, b)
+
+    def select(self, condition, a, b):
+        return self.b.select(condition, a, b)
+
+    def polynomial(self, x: ir.Value, coefficients: tuple[float, ...]) -> ir.Value:
+        """Horner's rule, highest degree first."""
+        result = self.constant(coefficients[0])
+        for coefficient in coefficients[1:]:
+            result = self.add(self.mul(result, x), self.constant(coefficient))
+        return result
+
+    def power_of_two(self, n: ir.Value) -> ir.Value:
+        """``2^n`` for an integer ``n`` in [-126, 127], built in the exponent field."""
+        biased = self.b.add(n, self.integer(127))
+        return self.b.bitcast(self.b.shl(biased, self.integer(23)), self.type)
+
+    def with_nan(self, x: ir.Value, result: ir.Value) -> ir.Value:
+        """``x`` where it is NaN, else ``result`` (which may be poison there)."""
+        return self.select(self.b.fcmp_unordered("uno", x, x), x, result)
+
+
+def _exp(e: _Emitter, x: ir.Value) -> ir.Value:
+    clamped = e.select(e.less(x, e.constant(_EXP_LOWEST)), e.constant(_EXP_LOWEST), x)
+    clamped = e.select(e.greater(clamped, e.constant(_EXP_HIGHEST)), e.constant(_EXP_HIGHEST), clamped)
+    n = e.call("floor", e.add(e.mul(clamped, e.constant(_LOG2E)), e.constant(0.5)))
+    r = e.sub(e.sub(clamped, e.mul(n, e.constant(_EXP_C1))), e.mul(n, e.constant(_EXP_C2)))
+    z = e.mul(r, r)
+    y = e.add(e.add(e.mul(e.polynomial(r, _EXP_POLYNOMIAL), z), r), e.constant(1.0))
+    exponent = e.b.fptosi(n, e.int_type)
+    half = e.b.ashr(exponent, e.integer(1))
+    scaled = e.mul(e.mul(y, e.power_of_two(half)), e.power_of_two(e.b.sub(exponent, half)))
+    return e.with_nan(x, scaled)
+
+
+def _tanh(e: _Emitter, x: ir.Value) -> ir.Value:
+    magnitude = e.call("fabs", x)
+    square = e.mul(x, x)
+    small = e.add(e.mul(e.mul(e.polynomial(square, _TANH_POLYNOMIAL), square), x), x)
+    exponential = _exp(e, e.mul(magnitude, e.constant(2.0)))
+    large = e.sub(e.constant(1.0), e.div(e.constant(2.0), e.add(exponential, e.constant(1.0))))
+    # copysign on both: x + x^3 P(x^2) turns -0 into +0, and tanh is odd
+    return e.call("copysign", e.select(e.less(magnitude, e.constant(_TANH_SMALL)), small, large), x)
+
+
+def _sigmoid(e: _Emitter, x: ir.Value) -> ir.Value:
+    return e.div(e.constant(1.0), e.add(e.constant(1.0), _exp(e, e.b.fneg(x))))
+
+
+def _exp_of_negative_square(e: _Emitter, a: ir.Value) -> ir.Value:
+    """``exp(-a^2)`` with the rounding error of ``a^2`` corrected to first order."""
+    square = e.mul(a, a)
+    mask = e.integer(-4096)  # 0xfffff000: the upper 12 significant bits, so head^2 is exact
+    head = e.b.bitcast(e.b.and_(e.b.bitcast(a, e.int_type), mask), e.type)
+    tail = e.sub(a, head)
+    residual = e.add(e.add(e.sub(e.mul(head, head), square), e.mul(e.mul(e.constant(2.0), head), tail)), e.mul(tail, tail))
+    return e.mul(_exp(e, e.b.fneg(square)), e.sub(e.constant(1.0), residual))
+
+
+def _erfc_of_magnitude(e: _Emitter, a: ir.Value) -> ir.Value:
+    """``erfc(a)`` for ``a >= 1`` (any value for smaller ``a``, which callers discard)."""
+    a = e.select(e.greater(a, e.constant(_ERFC_HIGHEST)), e.constant(_ERFC_HIGHEST), a)
+    reciprocal = e.div(e.constant(1.0), a)
+    y = e.mul(reciprocal, reciprocal)
+    near = e.polynomial(y, _ERFC_P)
+    far = e.polynomial(y, _ERFC_R)
+    p = e.select(e.less(a, e.constant(2.0)), near, far)
+    return e.mul(e.mul(_exp_of_negative_square(e, a), reciprocal), p)
+
+
+def _erf_small(e: _Emitter, x: ir.Value) -> ir.Value:
+    """``erf(x)`` for ``|x| < 1``."""
+    return e.mul(x, e.polynomial(e.mul(x, x), _ERF_T))
+
+
+def _erf(e: _Emitter, x: ir.Value) -> ir.Value:
+    magnitude = e.call("fabs", x)
+    large = e.call("copysign", e.sub(e.constant(1.0), _erfc_of_magnitude(e, magnitude)), x)
+    return e.select(e.less(magnitude, e.constant(1.0)), _erf_small(e, x), large)
+
+
+def _erfc(e: _Emitter, x: ir.Value) -> ir.Value:
+    magnitude = e.call("fabs", x)
+    tail = _erfc_of_magnitude(e, magnitude)
+    large = e.select(e.less(x, e.constant(0.0)), e.sub(e.constant(2.0), tail), tail)
+    return e.select(e.less(magnitude, e.constant(1.0)), e.sub(e.constant(1.0), _erf_small(e, x)), large)
+
+
+_FUNCTIONS: dict[str, Callable[[_Emitter, ir.Value], ir.Value]] = {
+    "exp": _exp,
+    "tanh": _tanh,
+    "sigmoid": _sigmoid,
+    "erf": _erf,
+    "erfc": _erfc,
+}
+
+#: Names of the functions this module emits (``Unary`` ops of the same names).
+MATH_FUNCTIONS = tuple(sorted(_FUNCTIONS))
+
+
+def emit_math(builder: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
+    """Emit ``name(x)`` inline at ``builder``; ``x`` is ``float`` or ``<W x float>``.
+
+    Raises:
+        KeyError: ``name`` is not in :data:`MATH_FUNCTIONS`.
+    """
+    return _FUNCTIONS[name](_Emitter(builder, x.type), x)
+
+
+def math_function(module: ir.Module, name: str, value_type: ir.Type) -> ir.Function:
+    """The ``internal alwaysinline`` function ``polytf.<name>.<type>`` of ``module``,
+    defined on first use: ``value_type -> value_type``.
+
+    Args:
+        module: the module that calls it.
+        name: one of :data:`MATH_FUNCTIONS`.
+        value_type: ``float`` or ``<W x float>``.
+
+    Raises:
+        KeyError: ``name`` is not in :data:`MATH_FUNCTIONS`.
+    """
+    if name not in _FUNCTIONS:
+        raise KeyError(f"no vector math function {name!r}; known: {', '.join(MATH_FUNCTIONS)}")
+    suffix = f"v{value_type.count}f32" if isinstance(value_type, ir.VectorType) else "f32"
+    full = f"polytf.{name}.{suffix}"
+    existing = module.globals.get(full)
+    if existing is not None:
+        return existing
+    function = ir.Function(module, ir.FunctionType(value_type, [value_type]), name=full)
+    function.linkage = "internal"
+    function.attributes.add("alwaysinline")
+    function.attributes.add("nounwind")
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    builder.ret(emit_math(builder, name, function.args[0]))
+    return function
