@@ -14,7 +14,9 @@ import numpy as np
 
 from polytf.config import MeasurementConfig
 from polytf.ops.lowering import LoweredKernel
-from polytf.runtime.buffers import aligned_copy, aligned_empty, pointer_table
+from polytf.poly.scop import Scop
+from polytf.runtime.argument_table import ArgumentTable
+from polytf.runtime.buffers import aligned_copy, aligned_empty
 from polytf.targets.target import CompiledKernel
 
 
@@ -41,32 +43,57 @@ class Measurement:
         return float(np.median(self.latencies_s)) if self.latencies_s else float("inf")
 
 
+def reference_data(kernel: LoweredKernel, seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Seeded inputs of ``kernel`` and its numpy reference's outputs on them.
+
+    Weights (graph constants) keep their real values (a batch-norm variance must stay
+    positive); run-time inputs are standard normal float32.
+
+    Returns:
+        ``({input array name: value}, {output array name: expected value})``.
+    """
+    rng = np.random.default_rng(seed)
+    constants = getattr(kernel, "constant_values", {})
+    inputs = {
+        a.name: np.asarray(constants[a.name], dtype=a.dtype).reshape(a.shape) if a.name in constants else rng.standard_normal(a.shape).astype(a.dtype)
+        for a in kernel.input_arrays
+    }
+    return inputs, kernel.reference(inputs)
+
+
 class KernelBench:
-    """Random inputs, their reference outputs, and buffers for one kernel.
+    """Inputs, their reference outputs, and buffers for one kernel.
 
     Args:
-        kernel: the lowered kernel.
+        kernel: the lowered kernel (its reference computes ``expected``).
         seed: seed of the random inputs (normal distribution, float32).
+        scop, inputs, expected: instead of ``kernel`` and ``seed`` (in a tuning worker,
+            where the reference is not available): the Scop and precomputed arrays.
     """
 
-    def __init__(self, kernel: LoweredKernel, seed: int = 0) -> None:
+    def __init__(self, kernel: LoweredKernel | None = None, seed: int = 0, *, scop: Scop | None = None, inputs=None, expected=None) -> None:
+        if kernel is not None:
+            inputs, expected = reference_data(kernel, seed)
+            scop = kernel.scop
+        if scop is None or inputs is None or expected is None:
+            raise ValueError("KernelBench needs a kernel, or a scop with inputs and expected outputs")
         self.kernel = kernel
-        rng = np.random.default_rng(seed)
-        # weights keep their real values (a batch-norm variance must stay positive);
-        # run-time inputs are standard normal
-        constants = getattr(kernel, "constant_values", {})
-        self.inputs = {
-            a.name: np.asarray(constants[a.name], dtype=a.dtype).reshape(a.shape)
-            if a.name in constants
-            else rng.standard_normal(a.shape).astype(a.dtype)
-            for a in kernel.input_arrays
-        }
-        self.expected = kernel.reference(self.inputs)
+        self.scop = scop
+        self.inputs = dict(inputs)
+        self.expected = dict(expected)
         self.arrays = []
-        for info in kernel.scop.arrays:
+        for info in scop.arrays:
             self.arrays.append(aligned_copy(self.inputs[info.name], info.dtype) if info.name in self.inputs else aligned_empty(info.shape, info.dtype))
-        self.table = pointer_table(self.arrays)
-        self.index = {info.name: i for i, info in enumerate(kernel.scop.arrays)}
+        self.index = {info.name: i for i, info in enumerate(scop.arrays)}
+
+    def table(self, compiled: CompiledKernel) -> ArgumentTable:
+        """An argument table of ``compiled`` over the bench's arrays, with fresh scratch
+        arrays for its data-layout transformations."""
+        table = ArgumentTable(compiled)
+        for slot, array in enumerate(self.arrays):
+            table.bind(slot, array)
+        table.allocate_scratch()
+        return table
 
     def verify(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig) -> tuple[str | None, float]:
         """Run once on NaN-filled outputs and compare with the reference.
@@ -74,10 +101,10 @@ class KernelBench:
         Returns:
             (error message or None, max absolute error).
         """
-        for info in self.kernel.scop.arrays:
+        for info in self.scop.arrays:
             if info.role != "input":
                 self.arrays[self.index[info.name]][...] = np.nan
-        compiled(self.table, threads)
+        self.table(compiled).run(threads)
         worst = 0.0
         for name, expected in self.expected.items():
             actual = self.arrays[self.index[name]]
@@ -98,9 +125,10 @@ class KernelBench:
 
         A candidate whose warm-up call already takes longer than ``cutoff_s`` seconds cannot
         win: that one latency is returned, so slow candidates cost one call, not a dozen."""
+        table = self.table(compiled)
         for _ in range(config.warmup_runs):
             begin = time.perf_counter()
-            compiled(self.table, threads)
+            table.run(threads)
             elapsed = time.perf_counter() - begin
             if elapsed > cutoff_s:
                 return (elapsed,)
@@ -108,7 +136,7 @@ class KernelBench:
         started = time.perf_counter()
         while len(samples) < config.repeats or (time.perf_counter() - started < config.min_repeat_s and len(samples) < 1000):
             begin = time.perf_counter()
-            compiled(self.table, threads)
+            table.run(threads)
             samples.append(time.perf_counter() - begin)
         return tuple(samples)
 

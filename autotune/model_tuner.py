@@ -5,6 +5,11 @@ For each kernel (identical kernels are tuned once): reuse its record unless
 TuningRecord. Then the whole model is timed with the default recipes and with the
 tuned ones. Ctrl-C saves what the interrupted kernel found so far (marked
 incomplete) and every kernel finished before it.
+
+Any number of tuners may share one cache directory, on the same model or not: a
+kernel's study is shared (:mod:`polytf.autotune.shared_study`), and the tuners take
+turns to measure (the cache's ``measurement`` lock), so that their timings never overlap
+on the machine's cores.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from polytf.autotune.isolation import tuning_faults
+from polytf.autotune.shared_study import UnlimitedWait
 from polytf.autotune.tuner import TrialCallback, tune_kernel
 from polytf.config import CodegenConfig, TuningConfig, default_thread_count
 from polytf.ops.lowering import LoweredKernel
@@ -36,6 +44,10 @@ class KernelReport:
     failed_trials: int
     status: str  # "tuned", "cached", "interrupted"
     recipe: str
+    #: ``"trial N: cause"`` of each failed trial
+    failures: tuple[str, ...] = ()
+    #: trials this run measured (``trials`` counts the whole study)
+    trials_here: int = 0
 
     @property
     def speedup(self) -> float:
@@ -66,7 +78,8 @@ class TuneReport:
 
     @property
     def new_trials(self) -> int:
-        return sum(k.trials for k in self.kernels if k.status != "cached")
+        """Trials this run measured (concurrent tuners' trials of the same studies excluded)."""
+        return sum(k.trials_here for k in self.kernels if k.status != "cached")
 
 
 class TuningProgress:
@@ -120,30 +133,42 @@ def tune_model(
     for kernel in prepared.kernels:
         unique.setdefault(keys[kernel.scop.name].digest(), kernel)
     progress.model_prepared(len(prepared.kernels), len(unique))
+    faults = tuning_faults()
+    storage = None  # opened for the first kernel that needs tuning
+    # tuners sharing this cache take turns to measure: timings of concurrent runs never overlap
+    measurement_lock = UnlimitedWait(cache.lock("measurement"))
 
     recipes = {}
     rows: dict[str, KernelReport] = {}
     for digest, kernel in unique.items():
         key = keys[kernel.scop.name]
         record = None if retune else cache.load(key)
+        if record is not None and not _usable(record, kernel, target, cache.path_for(key)):
+            record = None
         if record is not None and record.complete:
             rows[digest] = KernelReport(kernel.scop.name, tuple(op for _, op in kernel.scop.ops), record.default_latency_s, record.best_latency_s, record.trials, record.failed_trials, "cached", record.schedule_recipe.describe())
             progress.kernel_finished(rows[digest])
             recipes[digest] = record.schedule_recipe
             continue
         progress.kernel_started(kernel, trials)
+        storage = storage or cache.study_storage()
         result = tune_kernel(
             kernel,
             target,
             trials=trials,
             threads=threads,
-            storage=cache.study_storage_url,
+            storage=storage,
             study_name=digest,
             seed=seed,
             measurement=config.measurement,
             timeout_s=config.timeout_per_kernel_s,
             restart=retune,
             on_trial=progress.trial_done(kernel),
+            lock=cache.lock(f"study-{digest}"),
+            measurement_lock=measurement_lock,
+            candidate_time_limit_s=config.candidate_time_limit_s,
+            codegen=codegen,
+            faults=faults,
         )
         ops = tuple(op for _, op in kernel.scop.ops)
         record = TuningRecord(
@@ -156,10 +181,15 @@ def tune_model(
             trials=result.trials,
             failed_trials=len(result.failures),
             complete=not result.interrupted,
+            model=str(Path(path).resolve()),
+            input_shapes={name: list(shape) for name, shape in (input_shapes or {}).items()},
+            outputs=tuple(outputs or ()),
         )
         cache.save(record, key)
         status = "interrupted" if result.interrupted else "tuned"
-        rows[digest] = KernelReport(kernel.scop.name, ops, result.default_latency_s, result.best_latency_s, result.trials, len(result.failures), status, result.best_recipe.describe())
+        rows[digest] = KernelReport(
+            kernel.scop.name, ops, result.default_latency_s, result.best_latency_s, result.trials, len(result.failures), status, result.best_recipe.describe(), tuple(result.failures), result.trials_here
+        )
         progress.kernel_finished(rows[digest])
         recipes[digest] = result.best_recipe
         if result.interrupted:
@@ -170,7 +200,21 @@ def tune_model(
         digest = keys[kernel.scop.name].digest()
         if digest in rows:
             row = rows[digest]
-            report.kernels.append(KernelReport(kernel.scop.name, tuple(op for _, op in kernel.scop.ops), row.default_latency_s, row.tuned_latency_s, row.trials if kernel is unique[digest] else 0, row.failed_trials if kernel is unique[digest] else 0, row.status if kernel is unique[digest] else "shared", row.recipe))
+            first = kernel is unique[digest]
+            report.kernels.append(
+                KernelReport(
+                    kernel.scop.name,
+                    tuple(op for _, op in kernel.scop.ops),
+                    row.default_latency_s,
+                    row.tuned_latency_s,
+                    row.trials if first else 0,
+                    row.failed_trials if first else 0,
+                    row.status if first else "shared",
+                    row.recipe,
+                    row.failures if first else (),
+                    row.trials_here if first else 0,
+                )
+            )
 
     if measure_model and not report.interrupted:
         progress.message("timing the whole model (default recipes vs tuned)")
@@ -178,10 +222,27 @@ def tune_model(
         default_model = build_model(prepared, {}, target, threads)
         tuned_model = build_model(prepared, by_name, target, threads)
         inputs = _random_inputs(tuned_model, seed)
-        report.model_default_latency_s = float(np.median(default_model.latency_s(inputs)))
-        report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
+        with measurement_lock:
+            report.model_default_latency_s = float(np.median(default_model.latency_s(inputs)))
+            report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
     report.elapsed_s = time.perf_counter() - started
     return report
+
+
+def _usable(record: TuningRecord, kernel: LoweredKernel, target, path) -> bool:
+    """Whether the record's recipe is valid and legal for ``kernel`` (a record with a sound
+    schema may still hold an illegal recipe); if not, one warning names the record and the
+    kernel is tuned again."""
+    from polytf.errors import PolytfError
+    from polytf.runtime.cache import warn_ignored_record
+    from polytf.schedules.builder import schedule_scop
+
+    try:
+        schedule_scop(kernel.scop, record.schedule_recipe, limits=target.limits)
+    except PolytfError as error:
+        warn_ignored_record(path, f"its recipe cannot be used: {error}")
+        return False
+    return True
 
 
 def _key_dict(key) -> dict:

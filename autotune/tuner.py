@@ -4,23 +4,34 @@ time it, keep the fastest correct one.
 The study (Akiba et al., "Optuna", KDD 2019) uses the TPE sampler, seeded, over the
 categorical dimensions of :class:`polytf.schedules.search_space.SearchSpace`. The first
 trials are the default recipe and a few hand-written starting points; a failed
-candidate (illegal schedule, compile error, wrong result) is a FAILED trial whose
-reason is stored in the trial's ``failure`` user attribute, counted and reported.
-Trials live in the cache's SQLite storage, so an interrupted run resumes.
+candidate (illegal schedule, compile error, wrong result, crash, hang) is a FAILED trial
+whose cause is stored in the trial's ``failure`` user attribute, counted and reported.
+Trials live in the cache's SQLite storage, so an interrupted run resumes, and several
+tuners may work on one study at once (:mod:`polytf.autotune.shared_study`: each trial is
+claimed under an inter-process lock, so a study never runs more trials than asked).
+Every candidate is compiled, verified and timed in a worker process
+(:mod:`polytf.autotune.isolation`): a crash or a hang costs one failed trial.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import optuna
+from optuna.trial import TrialState
 
-from polytf.autotune.measure import KernelBench, Measurement
-from polytf.config import MeasurementConfig
-from polytf.errors import PolytfError, TuningError
+from polytf.autotune.isolation import CandidateEvaluator
+from polytf.autotune.measure import Measurement
+from polytf.autotune.shared_study import claim_trial, owner_name, tell_trial, wait_for_running_trials
+from polytf.config import CodegenConfig, MeasurementConfig, TuningConfig
+from polytf.errors import TuningError
 from polytf.ops.lowering import LoweredKernel
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
@@ -28,9 +39,8 @@ from polytf.targets.target import Target
 
 optuna.logging.set_verbosity(logging.WARNING)
 
-
-class CandidateRejected(Exception):
-    """Raised inside an Optuna objective to fail a trial with a reason."""
+#: Cause stored on the trial that was running when the tuner was interrupted.
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 @dataclass
@@ -41,9 +51,12 @@ class KernelTuningResult:
         best_recipe: fastest verified recipe.
         best_latency_s: its median latency.
         default_latency_s: median latency of the default recipe.
-        trials: trials in the study (including earlier, resumed ones).
-        failures: reason of each failed trial.
+        trials: finished trials in the study (earlier, resumed ones and those of concurrent
+            tuners included).
+        failures: ``"trial N: cause"`` of each failed trial.
         interrupted: the run was stopped (Ctrl-C) before all trials ran.
+        trials_here: trials this process ran (the others ran in concurrent tuners or
+            earlier runs of the same study).
     """
 
     best_recipe: ScheduleRecipe
@@ -52,9 +65,12 @@ class KernelTuningResult:
     trials: int
     failures: list[str] = field(default_factory=list)
     interrupted: bool = False
+    trials_here: int = 0
 
 
 TrialCallback = Callable[[int, ScheduleRecipe, Measurement | None, str | None, float], None]
+#: ``evaluator(recipe)`` (or ``evaluator(recipe, fault)`` with injected faults) -> Measurement or failure cause
+Evaluator = Callable[..., Measurement | str]
 
 
 def tune_kernel(
@@ -70,96 +86,182 @@ def tune_kernel(
     timeout_s: float | None = None,
     restart: bool = False,
     on_trial: TrialCallback | None = None,
-    evaluator: Callable[[ScheduleRecipe], Measurement | str] | None = None,
+    evaluator: Evaluator | None = None,
+    lock: AbstractContextManager | None = None,
+    measurement_lock: AbstractContextManager | None = None,
+    candidate_time_limit_s: float = TuningConfig.candidate_time_limit_s,
+    codegen: CodegenConfig | None = None,
+    faults: Mapping[int, str] | None = None,
 ) -> KernelTuningResult:
     """Search ``trials`` recipes for ``kernel`` and return the best verified one.
+
+    Candidates run in a worker process (:class:`~polytf.autotune.isolation.CandidateEvaluator`):
+    a crash, an LLVM abort or a hang (over ``candidate_time_limit_s``) fails that trial
+    with its cause, and the study goes on.
+
+    Several processes may tune the same study at once (``polytf tune`` on one cache):
+    claiming a trial happens under ``lock``, counting every trial that is running or
+    finished, so the study never gets more than ``trials`` in total; a running trial whose
+    tuner process is gone is failed as abandoned (it still counts). The result is read
+    back from the study after the others' running trials have finished, so every tuner of
+    the study reports the same best recipe.
 
     Args:
         storage: Optuna storage (URL or object); None keeps the study in memory.
         study_name: name in the storage (the cache-key digest); resumed if it exists.
+        timeout_s: no trial is claimed after this many seconds.
         restart: delete an existing study of that name first (``--retune``).
         on_trial: called after each trial with (number, recipe, measurement or None,
             failure reason or None, best latency so far).
-        evaluator: replaces compile + verify + time (tests use a fake measurer): returns a
-            Measurement, or a failure reason.
+        evaluator: replaces the worker (tests use a fake measurer): returns a Measurement,
+            or a failure reason.
+        lock: inter-process lock around study creation and trial claims (a
+            ``KernelCache.lock``); None: a lock of this process only.
+        measurement_lock: held while a candidate is compiled, verified and timed, so that
+            tuners sharing the machine never time candidates at the same time; None: none.
+        candidate_time_limit_s: wall-clock limit of one candidate in the worker.
+        codegen: LLVM settings of the worker's target.
+        faults: trial number -> fault to inject (``"crash"``, ``"hang"``, ``"abort"``; tests).
 
     Raises:
-        TuningError: not even the default recipe compiles and verifies.
+        TuningError: not even the default recipe compiles and verifies (the cause is named),
+            or no worker process can be started.
+        CacheError: a lock of the cache cannot be acquired in time.
     """
     config = measurement or MeasurementConfig()
-    space = SearchSpace.for_scop(kernel.scop, threads, getattr(target, "native_vector_width", 8))
-    best = [math.inf]
-    if evaluator is None:
-        bench = KernelBench(kernel, seed)
-
-        def evaluator(recipe: ScheduleRecipe) -> Measurement | str:
-            try:
-                compiled = target.compile(kernel.scop, recipe)
-            except PolytfError as error:
-                return f"{type(error).__name__}: {error}"
-            # a candidate 3x slower than the best so far is timed with one call only
-            result = bench.measure(compiled, threads, config, cutoff_s=3 * best[0])
-            return result if result.ok else f"verification failed: {result.error}"
-
-    seen: dict[ScheduleRecipe, Measurement | str] = {}
-
-    def evaluate(recipe: ScheduleRecipe) -> Measurement | str:
-        if recipe not in seen:
-            seen[recipe] = evaluator(recipe)
-        return seen[recipe]
-
-    default = space.default_recipe()
-    baseline = evaluate(default)
-    if isinstance(baseline, str):
-        raise TuningError(f"kernel {kernel.scop.name}: the default recipe fails: {baseline}")
-
-    if restart and storage is not None and study_name is not None:
-        try:
-            optuna.delete_study(study_name=study_name, storage=storage)
-        except KeyError:
-            pass
-    study = optuna.create_study(
-        study_name=study_name,
-        storage=storage,
-        direction="minimize",
-        sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(8, max(1, trials // 3))),
-        load_if_exists=study_name is not None and storage is not None,
+    lanes = getattr(target, "vector_lanes", None) or getattr(target, "native_vector_width", 8)
+    space = SearchSpace.for_scop(kernel.scop, threads, lanes, getattr(target, "vector_registers", None))
+    study_run = _StudyRun(
+        kernel,
+        space,
+        trials,
+        lock if lock is not None else threading.RLock(),
+        measurement_lock if measurement_lock is not None else contextlib.nullcontext(),
+        dict(faults or {}),
     )
-    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL)]
-    remaining = max(0, trials - len(finished))
-    if not finished:
-        for recipe in [default, *space.heuristic_recipes()][: max(1, remaining)]:
-            study.enqueue_trial(space.params(recipe), skip_if_exists=True)
+    with contextlib.ExitStack() as stack:
+        if evaluator is None:
+            isolated = stack.enter_context(
+                CandidateEvaluator(kernel, threads, measurement=config, seed=seed, time_limit_s=candidate_time_limit_s, codegen=codegen)
+            )
 
-    best[0] = baseline.median_s
+            def evaluator(recipe: ScheduleRecipe, fault: str | None = None) -> Measurement | str:
+                # a candidate 3x slower than the best so far is timed with one call only
+                return isolated.evaluate(recipe, cutoff_s=3 * study_run.best_s, fault=fault)
 
-    def objective(trial: optuna.Trial) -> float:
-        params = {name: trial.suggest_categorical(name, list(choices)) for name, choices in space.dimensions}
-        recipe = space.recipe(params)
-        trial.set_user_attr("recipe", recipe.to_dict())
-        outcome = evaluate(recipe)
-        if isinstance(outcome, str):
-            trial.set_user_attr("failure", outcome)
-            if on_trial:
-                on_trial(trial.number, recipe, None, outcome, best[0])
-            raise CandidateRejected(outcome)
-        best[0] = min(best[0], outcome.median_s)
-        if on_trial:
-            on_trial(trial.number, recipe, outcome, None, best[0])
-        return outcome.median_s
+        study_run.evaluator = evaluator
+        study_run.measure_baseline()
+        study = study_run.open_study(storage, study_name, seed, restart)
+        interrupted = study_run.run_trials(study, timeout_s, on_trial)
+        if not interrupted and storage is not None:  # concurrent tuners' last trials
+            try:
+                wait_for_running_trials(study, study_run.lock, candidate_time_limit_s + TuningConfig.worker_start_timeout_s)
+            except KeyboardInterrupt:
+                interrupted = True
+        return study_run.result(study, interrupted)
 
-    interrupted = False
-    try:
-        study.optimize(objective, n_trials=remaining, timeout=timeout_s, catch=(CandidateRejected,), gc_after_trial=False)
-    except KeyboardInterrupt:
-        interrupted = True
 
-    completed = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    failures = [t.user_attrs.get("failure", "failed") for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
-    best_recipe, best_latency = default, baseline.median_s
-    if completed:
-        winner = min(completed, key=lambda t: t.value)
-        if winner.value < best_latency:
-            best_recipe = ScheduleRecipe.from_dict(winner.user_attrs["recipe"])
-            best_latency = float(winner.value)
-    return KernelTuningResult(best_recipe, best_latency, baseline.median_s, len(completed) + len(failures), failures, interrupted)
+@dataclass
+class _StudyRun:
+    """One tuner process's part of a kernel's study."""
+
+    kernel: LoweredKernel
+    space: SearchSpace
+    trials: int
+    lock: AbstractContextManager
+    measurement_lock: AbstractContextManager
+    faults: dict[int, str]
+    evaluator: Evaluator | None = None
+    baseline: Measurement | None = None
+    best_s: float = math.inf
+    seen: dict[ScheduleRecipe, Measurement | str] = field(default_factory=dict)
+
+    def evaluate(self, recipe: ScheduleRecipe, number: int | None = None) -> Measurement | str:
+        """The candidate's Measurement or failure cause (measured once per recipe, unless a
+        fault is injected into trial ``number``)."""
+        fault = self.faults.get(number) if number is not None else None
+        if not fault and recipe in self.seen:
+            return self.seen[recipe]
+        with self.measurement_lock:
+            outcome = self.evaluator(recipe, fault) if fault else self.evaluator(recipe)
+        if not fault:
+            self.seen[recipe] = outcome
+        if isinstance(outcome, Measurement):
+            self.best_s = min(self.best_s, outcome.median_s)
+        return outcome
+
+    def measure_baseline(self) -> None:
+        """Measure the default recipe (not a trial: every tuner of a study needs its own).
+
+        Raises:
+            TuningError: it fails (the tuner cannot go on without a verified baseline).
+        """
+        baseline = self.evaluate(self.space.default_recipe())
+        if isinstance(baseline, str):
+            raise TuningError(f"kernel {self.kernel.scop.name}: the default recipe fails: {baseline}")
+        self.baseline = baseline
+
+    def open_study(self, storage, study_name: str | None, seed: int, restart: bool) -> optuna.Study:
+        """Create or load the study under the lock; a new study gets the default and the
+        heuristic recipes enqueued, once."""
+        persistent = storage is not None and study_name is not None
+        with self.lock:
+            if restart and persistent:
+                with contextlib.suppress(KeyError):
+                    optuna.delete_study(study_name=study_name, storage=storage)
+            study = optuna.create_study(
+                study_name=study_name,
+                storage=storage,
+                direction="minimize",
+                sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(8, max(1, self.trials // 3))),
+                load_if_exists=persistent,
+            )
+            if not study.get_trials(deepcopy=False):
+                for recipe in [self.space.default_recipe(), *self.space.heuristic_recipes()][: max(1, self.trials)]:
+                    study.enqueue_trial(self.space.params(recipe), skip_if_exists=True)
+        return study
+
+    def run_trials(self, study: optuna.Study, timeout_s: float | None, on_trial: TrialCallback | None) -> bool:
+        """Claim, evaluate and tell trials until the study has ``trials`` or ``timeout_s``
+        has passed. Returns whether Ctrl-C stopped it (the running trial is then failed)."""
+        started = time.monotonic()
+        claimed = None
+        try:
+            while timeout_s is None or time.monotonic() - started < timeout_s:
+                claimed = claim_trial(study, self.lock, self.trials)
+                if claimed is None:
+                    break
+                params = {name: claimed.suggest_categorical(name, list(choices)) for name, choices in self.space.dimensions}
+                recipe = self.space.recipe(params)
+                claimed.set_user_attr("recipe", recipe.to_dict())
+                outcome = self.evaluate(recipe, claimed.number)  # Ctrl-C lands here, waiting for the worker
+                failure = outcome if isinstance(outcome, str) else None
+                tell_trial(study, claimed, None if failure else outcome.median_s, failure)
+                number, claimed = claimed.number, None
+                if on_trial:
+                    on_trial(number, recipe, None if failure else outcome, failure, self.best_s)
+        except KeyboardInterrupt:
+            if claimed is not None:
+                tell_trial(study, claimed, None, INTERRUPTED)
+            return True
+        return False
+
+    def result(self, study: optuna.Study, interrupted: bool) -> KernelTuningResult:
+        """The best recipe of the whole study (every tuner's trials) against this process's
+        baseline."""
+        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        completed = [t for t in finished if t.state == TrialState.COMPLETE]
+        failures = [f"trial {t.number}: {t.user_attrs.get('failure', 'failed')}" for t in finished if t.state == TrialState.FAIL]
+        best_recipe, best_latency = self.space.default_recipe(), self.baseline.median_s
+        if completed:
+            winner = min(completed, key=lambda t: t.value)
+            if winner.value < best_latency:
+                stored = winner.user_attrs.get("recipe")
+                best_recipe = ScheduleRecipe.from_dict(stored) if stored is not None else self.space.recipe(winner.params)
+                best_latency = float(winner.value)
+        mine = owner_name()
+        here = sum(1 for t in finished if t.user_attrs.get("owner") == mine)
+        return KernelTuningResult(best_recipe, best_latency, self.baseline.median_s, len(finished), failures, interrupted, here)
+
+
+__all__ = ["INTERRUPTED", "KernelTuningResult", "TrialCallback", "tune_kernel"]

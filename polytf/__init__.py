@@ -41,8 +41,10 @@ def load(
 
     Returns:
         A :class:`~polytf.runtime.compiled_model.CompiledModel`, called as
-        ``model(**{placeholder_name: array}) -> {output_name: array}``. Kernels without a
-        tuning record use the default recipe.
+        ``model(**{placeholder_name: array}) -> {output_name: array}``, safe to call from
+        several threads at once. Kernels without a usable tuning record use the default
+        recipe: a corrupt, foreign (another key) or illegal record is skipped with one
+        :class:`~polytf.errors.CacheWarning` naming the record file and the reason.
 
     Raises:
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled (the

@@ -8,6 +8,7 @@ finished work.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def _input_shapes(specs: list[str]) -> dict:
 
 
 class RichTuningProgress:
-    """Shows tuning progress: one bar per kernel, its best latency so far."""
+    """Shows tuning progress: one bar per kernel, its best latency so far and how many of its trials failed."""
 
     def __init__(self) -> None:
         self.progress = Progress(
@@ -56,11 +57,13 @@ class RichTuningProgress:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("best {task.fields[best]}"),
+            TextColumn("{task.fields[failed]}"),
             TimeElapsedColumn(),
             console=console,
             transient=False,
         )
         self.task = None
+        self.failed = 0
 
     def __enter__(self):
         self.progress.__enter__()
@@ -74,12 +77,14 @@ class RichTuningProgress:
 
     def kernel_started(self, kernel, trials: int) -> None:
         ops = "+".join(op for _, op in kernel.scop.ops)
-        self.task = self.progress.add_task(f"{kernel.scop.name} ({ops})", total=trials, best="-")
+        self.task = self.progress.add_task(f"{kernel.scop.name} ({ops})", total=trials, best="-", failed="")
+        self.failed = 0
 
     def trial_done(self, kernel):
         def update(number, recipe, measurement, failure, best_s):
+            self.failed += failure is not None
             if self.task is not None:
-                self.progress.update(self.task, advance=1, best=format_seconds(best_s))
+                self.progress.update(self.task, advance=1, best=format_seconds(best_s), failed=f"{self.failed} failed" if self.failed else "")
 
         return update
 
@@ -107,11 +112,39 @@ def print_tune_report(report) -> None:
         stdout.print(
             f"model latency: default {format_seconds(report.model_default_latency_s)} -> tuned {format_seconds(report.model_tuned_latency_s)} ({speedup:.2f}x)"
         )
+    for row in report.kernels:
+        if row.failures:
+            count = f"{len(row.failures)} failed trial{'s' if len(row.failures) > 1 else ''}"
+            stdout.print(f"{row.kernel}: {count}: {summarize_failures(row.failures)}", markup=False, highlight=False, soft_wrap=True)
     stdout.print(f"new trials: {report.new_trials}; elapsed {report.elapsed_s:.1f} s; records in {report.cache_dir}")
 
 
+def summarize_failures(failures, limit: int = 6) -> str:
+    """``"trial 3: signal 11 (SIGSEGV); trials 5, 9: timed out after 10 s"``: failed trials
+    grouped by cause (causes cut to 160 characters), at most ``limit`` groups."""
+    groups: dict[str, list[str]] = {}
+    for failure in failures:
+        label, _, cause = failure.partition(": ")
+        number = label.removeprefix("trial ")
+        cause = cause if len(cause) <= 160 else cause[:157] + "..."
+        groups.setdefault(cause, []).append(number)
+    parts = [f"trial{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}: {cause}" for cause, numbers in list(groups.items())[:limit]]
+    if len(groups) > limit:
+        parts.append(f"and {len(groups) - limit} other causes")
+    return "; ".join(parts)
+
+
 def command_tune(args) -> int:
+    from dataclasses import replace
+
     from polytf.autotune.model_tuner import tune_model
+    from polytf.config import TuningConfig
+
+    config = TuningConfig()
+    if args.candidate_timeout is not None:
+        if args.candidate_timeout <= 0:
+            raise SystemExit("error: --candidate-timeout must be a positive number of seconds")
+        config = replace(config, candidate_time_limit_s=args.candidate_timeout)
 
     with RichTuningProgress() as progress:
         report = tune_model(
@@ -124,6 +157,7 @@ def command_tune(args) -> int:
             threads=args.threads,
             seed=args.seed,
             progress=progress,
+            config=config,
         )
     print_tune_report(report)
     if report.interrupted:
@@ -187,9 +221,20 @@ def command_show(args) -> int:
     if args.recipe:
         recipe = ScheduleRecipe.from_json(Path(args.recipe).read_text())
     else:
-        record = KernelCache(args.cache_dir).load(cache_key(kernel, target, threads, CodegenConfig()))
+        cache = KernelCache(args.cache_dir)
+        key = cache_key(kernel, target, threads, CodegenConfig())
+        record = cache.load(key)
         recipe = record.schedule_recipe if record else default_recipe(kernel, threads)
-    scheduled = schedule_scop(kernel.scop, recipe)
+        if record is not None:
+            from polytf.errors import ScheduleError
+            from polytf.runtime.cache import warn_ignored_record
+
+            try:
+                schedule_scop(kernel.scop, recipe, limits=target.limits)
+            except ScheduleError as error:
+                warn_ignored_record(cache.path_for(key), f"its recipe cannot be used: {error}")
+                recipe = default_recipe(kernel, threads)
+    scheduled = schedule_scop(kernel.scop, recipe, limits=target.limits)
     sections = [("scop", str(kernel.scop)), ("recipe", recipe.to_json())]
     if scheduled.scop is not kernel.scop:
         sections.append(("scop after data-layout transformations (packing, padding, im2col)", str(scheduled.scop)))
@@ -245,16 +290,40 @@ def command_cache(args) -> int:
     if args.action == "path":
         stdout.print(str(cache.directory))
     elif args.action == "clear":
-        stdout.print(f"removed {cache.clear()} records from {cache.directory}")
+        report = cache.clear()
+        stdout.print(f"removed {report.records} records and {report.studies_removed} studies from {cache.directory}")
+        if report.studies_kept:
+            stdout.print(f"kept {report.studies_kept} studies a running tuner is using; run `polytf cache clear` again when it has finished")
+    elif args.action == "verify":
+        return verify_cache(cache, args.models, args.time_limit)
     else:
-        records = cache.records()
-        table = Table(title=f"{len(records)} tuning records in {cache.directory}")
+        entries = cache.entries()
+        invalid = sum(entry.record is None for entry in entries)
+        table = Table(title=f"{len(entries)} tuning records in {cache.directory}" + (f" ({invalid} invalid, never used)" if invalid else ""))
         for column in ("kernel", "ops", "default", "tuned", "speedup", "trials", "complete"):
             table.add_column(column)
-        for r in records:
+        for entry in entries:
+            r = entry.record
+            if r is None:
+                table.add_row(entry.path.name, f"invalid: {entry.problem}", "", "", "", "", "")
+                continue
             table.add_row(r.kernel, "+".join(r.ops), format_seconds(r.default_latency_s), format_seconds(r.best_latency_s), f"{r.speedup:.2f}x", str(r.trials), str(r.complete))
         stdout.print(table)
     return 0
+
+
+def verify_cache(cache, models: list[str], time_limit_s: float) -> int:
+    """``polytf cache verify``: one line per record, a summary; 1 if any record failed."""
+    from polytf.autotune.record_verification import FAILED, verify_records
+
+    def show(check) -> None:
+        where = f"{check.path.name} ({check.kernel} of {check.model})" if check.kernel else check.path.name
+        stdout.print(f"{'FAILED' if check.status == FAILED else check.status:7s} {where}: {check.detail}", markup=False, highlight=False, soft_wrap=True)
+
+    checks = verify_records(cache, models, time_limit_s=time_limit_s, on_check=show)
+    counts = {status: sum(check.status == status for check in checks) for status in ("ok", "failed", "skipped")}
+    stdout.print(f"{len(checks)} records in {cache.directory}: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped", markup=False, highlight=False, soft_wrap=True)
+    return 1 if counts["failed"] else 0
 
 
 def command_ops(args) -> int:
@@ -290,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--retune", action="store_true", help="ignore cached records and tune again")
     tune.add_argument("--output", action="append", metavar="NAME", help="output node (repeatable; default: the graph's sink nodes)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the random test inputs")
+    tune.add_argument(
+        "--candidate-timeout",
+        type=float,
+        metavar="S",
+        help="wall-clock limit of one candidate (compile, verify, time) in its worker process; a candidate over it fails (default 60)",
+    )
     tune.set_defaults(handler=command_tune)
 
     run = commands.add_parser("run", help="run a model on inputs from .npy files", description="Run a model (tuned kernels from the cache, default recipes elsewhere) and write its outputs to an .npz file.")
@@ -335,9 +410,23 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--assembly", action="store_true", help="also print the host assembly")
     show.set_defaults(handler=command_show)
 
-    cache = commands.add_parser("cache", help="list, locate or clear tuning records")
-    cache.add_argument("action", choices=("list", "path", "clear"), nargs="?", default="list")
-    cache.add_argument("--cache-dir", help="cache directory (default: $POLYTF_CACHE_DIR or the user cache directory)")
+    cache = commands.add_parser(
+        "cache",
+        help="list, locate, clear or verify tuning records",
+        description="Tuning records: list them (invalid ones with the reason; the default), print the cache directory, clear the "
+        "records and the studies no running tuner uses, or verify them (recompile each in a worker process and check it against "
+        "the numpy reference; exit status 1 if one fails).",
+    )
+    cache_directory_help = "cache directory (default: $POLYTF_CACHE_DIR or the user cache directory)"
+    cache.add_argument("--cache-dir", help=cache_directory_help)
+    actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    for name, text in (("list", "list every record (the default)"), ("path", "print the cache directory"), ("clear", "delete the records and idle studies")):
+        # SUPPRESS: an action's --cache-dir only overrides the one given before the action when it is given
+        actions.add_parser(name, help=text).add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
+    verify = actions.add_parser("verify", help="recompile every record in a worker process and check it against numpy")
+    verify.add_argument("models", nargs="*", metavar="MODEL", help="only the records tuned from these model files")
+    verify.add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
+    verify.add_argument("--time-limit", type=float, default=120.0, metavar="S", help="seconds per record's worker process (default 120)")
     cache.set_defaults(handler=command_cache)
 
     ops = commands.add_parser("ops", help="list the TensorFlow ops polytf compiles")
@@ -349,13 +438,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.handler(args)
+        with polytf_warnings_as_lines():
+            return args.handler(args)
     except PolytfError as error:
         console.print(f"[bold red]error:[/] {error}", markup=True, highlight=False)
         return 1
     except KeyboardInterrupt:
         console.print("interrupted")
         return 130
+
+
+@contextlib.contextmanager
+def polytf_warnings_as_lines():
+    """While active, a PolytfWarning (e.g. an ignored tuning record) prints as one
+    ``warning: <message>`` line on stderr instead of Python's file:line format."""
+    import warnings
+
+    from rich.markup import escape
+
+    from polytf.errors import PolytfWarning
+
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, PolytfWarning):
+            console.print(f"[bold yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -60,6 +60,39 @@ class MeasurementConfig:
     atol_scale: float = 1e-5
 
 
+#: Environment variables that override :class:`FrontendConfig`'s caps.
+MAX_CONSTANT_BYTES_ENVIRONMENT_VARIABLE = "POLYTF_MAX_CONSTANT_BYTES"
+
+
+@dataclass(frozen=True)
+class FrontendConfig:
+    """Caps that keep a malformed or hostile GraphDef from exhausting memory.
+
+    They change which models are accepted, not the code of a kernel, so they stay out of
+    :func:`code_knobs`.
+
+    Attributes:
+        max_constant_bytes: largest constant tensor (decoded bytes) read from a GraphDef;
+            ``$POLYTF_MAX_CONSTANT_BYTES`` overrides it. TensorFlow itself caps a GraphDef
+            at 2 GB; the largest weight tensor of the Keras applications (VGG16's first
+            fully connected layer) is 411 MB. 512 MiB keeps a compile under 1 GiB of memory
+            even for a constant given by one value.
+        max_tensor_elements: largest tensor (elements) any node may produce (8 GiB of
+            float32): larger shapes are malformed dimensions, not models.
+    """
+
+    max_constant_bytes: int = 1 << 29
+    max_tensor_elements: int = 1 << 31
+
+    @staticmethod
+    def from_environment() -> FrontendConfig:
+        """The defaults, with ``$POLYTF_MAX_CONSTANT_BYTES`` applied when set."""
+        value = os.environ.get(MAX_CONSTANT_BYTES_ENVIRONMENT_VARIABLE)
+        if value and value.isdigit():
+            return FrontendConfig(max_constant_bytes=int(value))
+        return FrontendConfig()
+
+
 @dataclass(frozen=True)
 class GraphPassConfig:
     """Settings of the graph passes (``polytf.graph.passes.pipeline.optimize``).
@@ -75,20 +108,48 @@ class GraphPassConfig:
         cse_max_constant_elements: largest ``Const`` whose value is compared (hashed) to
             merge identical constants.
         max_rounds: the pipeline repeats its passes until nothing changes, at most this often.
+        max_fusion_group_nodes: most nodes fused into one kernel; a longer element-wise chain
+            is split into several kernels, so that the polyhedral work per kernel (legality,
+            AST generation: superlinear in its statements) stays bounded and compile time
+            grows linearly with the graph (a 2,000-Relu chain: results/compile_time.md).
+            Measured on 768-node chains: compile CPU time per node is lowest at 32 to 64
+            nodes per kernel; 16 adds per-kernel LLVM and JIT cost (+20%), 128 and 192 add
+            superlinear isl work (+30%, +65%). Groups of real models (a MatMul or Conv2D with
+            its bias, activation and batch-norm arithmetic) are far smaller.
     """
 
     constant_folding_max_elements: int = 1 << 20
     cse_max_constant_elements: int = 1 << 16
     max_rounds: int = 4
+    max_fusion_group_nodes: int = 64
+
+
+#: Environment variable that injects faults into tuning candidates, for testing fault
+#: isolation: ``"crash:3,hang:5,abort:7"`` makes the worker that measures trial 3 of each
+#: kernel's study die of SIGSEGV, trial 5 hang, and trial 7 print an ``LLVM ERROR`` line
+#: and abort (see :mod:`polytf.autotune.worker`).
+TUNING_FAULTS_ENVIRONMENT_VARIABLE = "POLYTF_TUNING_FAULTS"
 
 
 @dataclass(frozen=True)
 class TuningConfig:
-    """Defaults of ``polytf tune``."""
+    """Defaults of ``polytf tune``.
+
+    Attributes:
+        trials: trials per kernel study (in total, over every tuner working on it).
+        seed: seed of the sampler and of the random test inputs.
+        timeout_per_kernel_s: no new trial of a kernel starts after this many seconds.
+        candidate_time_limit_s: wall-clock limit of one candidate (compile, verify and
+            time, in the worker process); a candidate over it is killed and fails.
+        worker_start_timeout_s: how long a new worker process may take to start.
+        measurement: how candidates are verified and timed.
+    """
 
     trials: int = 20
     seed: int = 0
     timeout_per_kernel_s: float = 120.0
+    candidate_time_limit_s: float = 60.0
+    worker_start_timeout_s: float = 120.0
     measurement: MeasurementConfig = field(default_factory=MeasurementConfig)
 
 

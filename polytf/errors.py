@@ -75,3 +75,11 @@ class CacheError(PolytfError):
 
 class DependencyMissingError(PolytfError):
     """An optional dependency (TensorFlow, CuPy) is needed for this feature and is not installed."""
+
+
+class PolytfWarning(UserWarning):
+    """Base class of every warning polytf emits on purpose (the CLI prints them as ``warning: ...``)."""
+
+
+class CacheWarning(PolytfWarning):
+    """A tuning record was ignored (corrupt, foreign or illegal); the kernel falls back to its default recipe."""

@@ -30,10 +30,21 @@ after Gareev et al., TACO 2018)::
           for r0: for d0 (6): for d1 (16): C += A*B
       D = C + b ...
 
-Copy statements of data-layout transformations (packing, zero-padding) come first, each
-as its own band over its written index, in a sequence before that tree.
+Copy statements of data-layout transformations (packing, zero-padding, im2col) come
+first, each as its own band over its written index, in a sequence before that tree.
 
-Each call checks the recipe against the Scop's dependences
+With ``parallel``, a ``parallel`` mark (:class:`~polytf.schedules.marks.ParallelMark`) names
+the loops that may run on all threads: in the outer band, the first member that is a loop
+(split into a band of its own, see :func:`mark_parallel_loop`); in each copy nest, every
+member of its band. Legality proves exactly these members free of loop-carried
+dependences, and the code generator distributes only their loops::
+
+    band [floor(d0/4), d1, d2]               band [floor(d0/4), d1]   (d0 < 4: one tile; d1 < 1:
+                                      ->       mark "parallel c2"        isl generates no loop)
+                                                 band [d2]               (the loop distributed)
+
+Every call first validates the recipe (:func:`polytf.schedules.validation.validate_recipe`)
+and, unless told not to, checks the tree against the Scop's dependences
 (:func:`polytf.schedules.legality.check_legality`).
 """
 
@@ -47,61 +58,10 @@ from polytf.errors import ScheduleError
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
+from polytf.schedules.marks import MicrokernelMark, ParallelMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
-
-#: Name prefix of the mark node above a micro-kernel: ``"microkernel <register sizes>"``.
-MICROKERNEL_MARK = "microkernel"
-
-
-def normalize_recipe(scop: Scop, recipe: ScheduleRecipe) -> ScheduleRecipe:
-    """Fill empty fields with their defaults and check the recipe fits ``scop``.
-
-    Raises:
-        ScheduleError: a field has the wrong length, a tile order or point order is not a
-            permutation, a size is negative, a register tile has no cache tile that is a
-            multiple of it, or a packed array is not one of the Scop's.
-    """
-    depth = shared_band_depth(scop)
-    anchor = anchor_statement(scop)
-    reductions = anchor.reduction_iterators
-    tile_sizes = recipe.tile_sizes or (0,) * depth
-    tile_order = recipe.tile_order or tuple(range(depth))
-    reduction_tiles = recipe.reduction_tile_sizes or (0,) * len(reductions)
-    point_order = recipe.point_order or anchor.iterators
-    register_tiles = recipe.register_tile_sizes or (0,) * depth
-    if len(tile_sizes) != depth:
-        raise ScheduleError(f"kernel {scop.name}: tile_sizes has {len(tile_sizes)} entries, the shared band has {depth} dimensions")
-    if len(register_tiles) != depth:
-        raise ScheduleError(f"kernel {scop.name}: register_tile_sizes has {len(register_tiles)} entries, the shared band has {depth} dimensions")
-    if sorted(tile_order) != list(range(depth)):
-        raise ScheduleError(f"kernel {scop.name}: tile_order {tile_order} is not a permutation of 0..{depth - 1}")
-    if len(reduction_tiles) != len(reductions):
-        raise ScheduleError(f"kernel {scop.name}: reduction_tile_sizes has {len(reduction_tiles)} entries, the anchor has {len(reductions)} reduction iterators")
-    if sorted(point_order) != sorted(anchor.iterators):
-        raise ScheduleError(f"kernel {scop.name}: point_order {point_order} is not a permutation of {anchor.iterators}")
-    if any(t < 0 for t in tile_sizes + reduction_tiles + register_tiles) or recipe.vector_width < 0 or recipe.unroll < 0:
-        raise ScheduleError(f"kernel {scop.name}: negative size in recipe {recipe}")
-    for k, (size, register) in enumerate(zip(tile_sizes, register_tiles)):
-        if register and (not size or size % register):
-            raise ScheduleError(f"kernel {scop.name}: register tile {register} of d{k} needs a cache tile that is a multiple of it, not {size or 'untiled'}")
-    known = {a.name for a in scop.arrays}
-    for name in recipe.pack:
-        if name not in known:
-            raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: the kernel's arrays are {sorted(known)}")
-    return ScheduleRecipe(
-        tile_sizes,
-        tile_order,
-        reduction_tiles,
-        point_order,
-        recipe.vector_width,
-        recipe.unroll,
-        recipe.parallel,
-        register_tiles,
-        tuple(recipe.pack),
-        recipe.pad,
-        recipe.algorithm,
-    )
+from polytf.schedules.validation import TargetLimits, validate_recipe
 
 
 def _member(statements: list[Statement], expression_of) -> str:
@@ -136,7 +96,7 @@ def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> Inne
     tiled_shared = [f"d{k}" for k in range(depth) if recipe.tile_sizes[k] > 0]
     own = list(statement.iterators[depth:])
     in_band = set(tiled_shared + own)
-    if statement is not anchor_statement(scop):
+    if statement.name != anchor_statement(scop).name:  # by name: the analyses are memoised per equal Scop
         return InnerBand(tuple(tiled_shared + own))
     expressions = []
     for iterator, size in zip(statement.reduction_iterators, recipe.reduction_tile_sizes):
@@ -166,11 +126,10 @@ def inner_band_expressions(scop: Scop, statement: Statement, recipe: ScheduleRec
     return list(band.band + band.microkernel_reductions + band.microkernel_registers)
 
 
-def microkernel_mark(recipe: ScheduleRecipe, registers: tuple[str, ...]) -> str:
-    """Mark name above a micro-kernel, e.g. ``"microkernel 6x16 d0,d1"`` (register sizes and
-    the statement iterators they tile, outer first)."""
-    sizes = [recipe.register_tile_sizes[int(it[1:])] for it in registers]
-    return f"{MICROKERNEL_MARK} {'x'.join(map(str, sizes))} {','.join(registers)}"
+def microkernel_mark(recipe: ScheduleRecipe, registers: tuple[str, ...]) -> MicrokernelMark:
+    """The mark above a micro-kernel: register sizes and the statement iterators they tile,
+    outer first (e.g. ``"microkernel 6x16 d0,d1"``)."""
+    return MicrokernelMark(tuple(recipe.register_tile_sizes[int(it[1:])] for it in registers), tuple(registers))
 
 
 def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> isl.ScheduleNode:
@@ -181,7 +140,7 @@ def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, reci
         node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.band])).child(0)
         levels += 1
     if band.microkernel_registers:
-        node = node.insert_mark(isl.Id(microkernel_mark(recipe, band.microkernel_registers))).child(0)
+        node = node.insert_mark(microkernel_mark(recipe, band.microkernel_registers).to_id()).child(0)
         levels += 1
         if band.microkernel_reductions:
             node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
@@ -213,7 +172,7 @@ def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
         node = node.insert_partial_schedule(_band(statements, outer))
         for position in range(depth):
             node = node.band_member_set_coincident(position, True)
-        node = node.child(0)
+        node = mark_parallel_loop(node) if recipe.parallel else node.child(0)
     if len(statements) > 1:
         filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
         for s in statements:
@@ -226,7 +185,7 @@ def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
     return node.get_schedule()
 
 
-def _copy_schedule(statement: Statement) -> isl.Schedule:
+def _copy_schedule(statement: Statement, parallel: bool = False) -> isl.Schedule:
     """A copy statement iterates in the order of the index it writes (contiguous stores)."""
     schedule = isl.Schedule.from_domain(isl.UnionSet.from_set(statement.domain()))
     expressions = [index.to_isl() for index in statement.write.index]
@@ -240,7 +199,55 @@ def _copy_schedule(statement: Statement) -> isl.Schedule:
         # of a packed array is generated apart.
         option = isl.Map.from_domain_and_range(isl.Set("{ [] }"), isolated).wrap().set_tuple_name("isolate")
         node = node.band_set_ast_build_options(isl.UnionSet.from_set(option))
+    if parallel:
+        # Every member may be the parallel loop: a copy writes each element once and reads
+        # arrays nothing in its nest writes (legality checks each member). Where isl cuts
+        # the nest into parts (the isolated full panels, the last partial one), each part's
+        # outermost loop is distributed.
+        members = tuple(range(node.get_schedule_depth(), node.get_schedule_depth() + len(expressions)))
+        node = node.insert_mark(ParallelMark(members).to_id())
     return node.get_schedule()
+
+
+def _single_valued_members(band: isl.ScheduleNode) -> list[bool]:
+    """Per member of ``band``: True when it takes one value on the band's domain (isl
+    generates no loop for it)."""
+    image = isl.Set.from_union_set(band.get_domain().apply(isl.UnionMap.from_multi_union_pw_aff(band.band_get_partial_schedule())))
+    members = image.dim(isl.dim_type.set)
+    result = []
+    for position in range(members):
+        values = image.project_out(isl.dim_type.set, position + 1, members - position - 1).project_out(isl.dim_type.set, 0, position)
+        result.append(values.is_singleton())
+    return result
+
+
+def mark_parallel_loop(band: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Put a :class:`~polytf.schedules.marks.ParallelMark` on the outermost member of
+    ``band`` that is a loop (the members before it take one value each, so isl emits no
+    loop for them), splitting the band around it; returns the node below the band.
+
+    Before and after, for a band ``[floor(d0/4), d1]`` over ``d0 < 4`` (one tile)::
+
+        for d1:                       mark "parallel c1":
+          ...                           for d1:   <- the loop distributed over threads
+                                          ...
+
+    The mark names the schedule dimension (``c1``): legality proves exactly that member
+    free of loop-carried dependences, and the code generator distributes only the ``for``
+    node of that dimension. A band with no loop gets no mark.
+    """
+    single = _single_valued_members(band)
+    if all(single):
+        return band.child(0)
+    first = single.index(False)
+    node = band
+    if first > 0:
+        node = node.band_split(first).child(0)
+    rest = node.band_n_member() > 1
+    if rest:
+        node = node.band_split(1)
+    node = node.insert_mark(ParallelMark((node.get_schedule_depth(),)).to_id()).child(0).child(0)
+    return node.child(0) if rest else node
 
 
 def _full_rows(statement: Statement, band: isl.MultiUnionPwAff) -> isl.Set | None:
@@ -276,29 +283,34 @@ class ScheduledScop:
     schedule: isl.Schedule
 
 
-def schedule_scop(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> ScheduledScop:
-    """Apply the recipe's data-layout transformations and build the schedule tree.
+def schedule_scop(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True, limits: TargetLimits | None = None) -> ScheduledScop:
+    """Validate the recipe (:func:`polytf.schedules.validation.validate_recipe`), apply its
+    data-layout transformations and build the schedule tree.
+
+    Args:
+        limits: the target's vector lanes and registers, for the recipe's caps.
 
     Raises:
-        ScheduleError: the recipe does not fit the Scop, or (when ``check``) it violates a
-            dependence; the message names the dependence.
+        ScheduleError: the recipe is invalid for the Scop or the target (naming the field
+            and the allowed values), or (when ``check``) it violates a dependence (naming
+            the dependence).
     """
-    recipe = normalize_recipe(scop, recipe)
+    recipe = validate_recipe(scop, recipe, limits)
     prepared = apply_data_layout(scop, recipe)
     try:
         result = _main_schedule(prepared, recipe)
         for copy in reversed(copy_statements(prepared)):
-            result = _copy_schedule(copy).sequence(result)
+            result = _copy_schedule(copy, recipe.parallel).sequence(result)
     except isl.Error as error:
         raise ScheduleError(f"kernel {scop.name}: isl could not build the schedule for recipe {recipe.to_json()}: {error}") from None
     if check:
         from polytf.schedules.legality import check_legality
 
-        check_legality(prepared, result, parallel=recipe.parallel)
+        check_legality(prepared, result)
     return ScheduledScop(prepared, recipe, result)
 
 
-def build_schedule(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> isl.Schedule:
+def build_schedule(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True, limits: TargetLimits | None = None) -> isl.Schedule:
     """The schedule tree of ``scop`` under ``recipe`` (of the transformed Scop when the
     recipe packs or pads: see :func:`schedule_scop`).
 
@@ -306,7 +318,7 @@ def build_schedule(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) ->
         ScheduleError: the recipe does not fit the Scop, or (when ``check``) it violates a
             dependence; the message names the dependence.
     """
-    return schedule_scop(scop, recipe, check=check).schedule
+    return schedule_scop(scop, recipe, check=check, limits=limits).schedule
 
 
 def build_ast(schedule: isl.Schedule) -> isl.AstNode:

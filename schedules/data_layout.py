@@ -18,11 +18,14 @@ them first, each as its own band) and rewrite the anchor statement's reads to th
   dropped, so every register tile of the convolution is a full one. Legal only for
   sum-of-products reductions ``W = W + X * ...``, where a zero read adds nothing.
 
-The new arrays have role ``"scratch"``: the code generator allocates them as module
-globals, so they are not kernel arguments (a kernel is then not re-entrant).
+The new arrays have role ``"scratch"``: they are kernel arguments like any other array
+(after the kernel's own), allocated by the caller once per execution context, so a kernel
+keeps no state and concurrent calls on separate contexts never share a buffer.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import islpy as isl
 
@@ -41,6 +44,9 @@ ALGORITHMS = ("direct", "im2col")
 def apply_data_layout(scop: Scop, recipe: ScheduleRecipe) -> Scop:
     """The Scop with the recipe's zero-padding and packing applied (``scop`` itself when the
     recipe asks for neither).
+
+    The recipe is one :func:`polytf.schedules.validation.validate_recipe` accepted; the
+    checks here only guard against a caller that skipped it.
 
     Raises:
         ScheduleError: the recipe packs an array the anchor does not read as a plain
@@ -65,7 +71,8 @@ def apply_data_layout(scop: Scop, recipe: ScheduleRecipe) -> Scop:
     for name in recipe.pack:
         value = _pack(scop, anchor, recipe, name, value, copies, arrays)
     rewritten = Statement(anchor.name, anchor.iterators, anchor.extents, anchor.write, value, constraints, anchor.node, anchor.op)
-    statements = tuple(copies) + tuple(rewritten if s is anchor else s for s in scop.statements)
+    # by name, not identity: memoised analyses may hand back the anchor of an equal Scop
+    statements = tuple(copies) + tuple(rewritten if s.name == anchor.name else s for s in scop.statements)
     return Scop(scop.name, statements, tuple(arrays), scop.ops)
 
 
@@ -113,18 +120,57 @@ def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, valu
     index = tuple(FloorDiv(AffineExpr.of(it), register[it]) for it in tiled) + tuple(AffineExpr.of(it) for it in rest) + tuple(Modulo(AffineExpr.of(it), register[it]) for it in tiled)
     # The copy statement uses the anchor's iterator names restricted to the packed ones.
     copy_iterators = tuple(ordered)
-    copies.append(
-        Statement(
-            _copy_statement_name(copies),
-            copy_iterators,
-            tuple(extents[it] for it in copy_iterators),
-            Access(packed_name, index),
-            Load(access),
-            node=anchor.node,
-            op=COPY_OP,
-        )
+    copy = Statement(
+        _copy_statement_name(copies),
+        copy_iterators,
+        tuple(extents[it] for it in copy_iterators),
+        Access(packed_name, index),
+        Load(access),
+        node=anchor.node,
+        op=COPY_OP,
     )
+    if not _reads_inside(copy, access, source):
+        raise ScheduleError(
+            f"kernel {scop.name}: cannot pack {name}: the anchor statement {anchor.name} reads it only where its guards hold "
+            f"(e.g. one input of a ConcatV2), so a panel over the whole tile would read outside {name}{list(source.shape)}"
+        )
+    copies.append(copy)
     return _replace_load(value, access, Access(packed_name, index))
+
+
+def reads_inside_box(scop: Scop, anchor: Statement, access: Access) -> bool:
+    """True when ``anchor`` reads ``access`` inside its array on the whole box of its
+    extents, guards ignored (so a copy over that box, e.g. a packed panel, stays in bounds)."""
+    box = Statement(anchor.name, anchor.iterators, anchor.extents, anchor.write, anchor.value)
+    return _reads_inside(box, access, scop.array(access.array))
+
+
+def _reads_inside(statement: Statement, access: Access, array: ArrayInfo) -> bool:
+    """True when ``statement`` reads ``access`` only inside ``array``'s shape on its whole domain."""
+    touched = statement.access_map(access).range()
+    return touched.is_subset(isl.Set(_box_text(array.name, array.shape)))
+
+
+def packable_operands(scop: Scop) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``(array, iterators of its index)`` of each array the anchor statement may pack: a
+    kernel input (never an array the kernel writes) that the anchor reads through one
+    access whose index is a permutation of its iterators (``B[r0, d1]``), inside the array
+    on the whole box of its extents (so that a panel copy stays in bounds). Packing it
+    also needs a register tile on one of those iterators."""
+    anchor = anchor_statement(scop)
+    accesses: dict[str, set[Access]] = {}
+    for access in anchor.value.loads():
+        if access != anchor.write:
+            accesses.setdefault(access.array, set()).add(access)
+    result = []
+    for array, reads in accesses.items():
+        if len(reads) != 1 or scop.array(array).role != "input":
+            continue
+        (access,) = reads
+        names = plain_iterators(access)
+        if names is not None and reads_inside_box(scop, anchor, access):
+            result.append((array, tuple(names)))
+    return tuple(result)
 
 
 # -- im2col ---------------------------------------------------------------------------------
@@ -139,11 +185,29 @@ def plain_iterators(access: Access) -> list[str] | None:
     return names if len(set(names)) == len(names) else None
 
 
-def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement], arrays: list[ArrayInfo]) -> Expr:
+def im2col_window(anchor: Statement, value: Expr | None = None) -> Access | None:
+    """The one windowed read of ``anchor`` that im2col gathers (a read whose index is not a
+    permutation of iterators, e.g. a Conv2D's ``X[n, oh + kh, ow + kw, c]``), or None when
+    it has none, several, or a non-affine one. ``value``: the anchor's value after padding."""
+    value = anchor.value if value is None else value
     windows = [a for a in dict.fromkeys(value.loads()) if a != anchor.write and plain_iterators(a) is None]
     if len(windows) != 1 or any(not isinstance(i, AffineExpr) for i in windows[0].index):
-        raise ScheduleError(f"kernel {scop.name}: im2col needs exactly one affine windowed read in statement {anchor.name}, found {len(windows)}")
-    access = windows[0]
+        return None
+    return windows[0]
+
+
+def im2col_applies(scop: Scop) -> bool:
+    """True when im2col applies to the anchor statement of ``scop``: a sum of products in
+    a shared outer band, with one windowed read, and guards (if any) that zero-padding
+    removes first."""
+    anchor = anchor_statement(scop)
+    return bool(shared_band_depth(scop)) and is_sum_of_products(anchor) and im2col_window(anchor) is not None and (not anchor.constraints or can_zero_pad(scop))
+
+
+def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement], arrays: list[ArrayInfo]) -> Expr:
+    access = im2col_window(anchor, value)
+    if access is None:
+        raise ScheduleError(f"kernel {scop.name}: im2col needs exactly one affine windowed read in statement {anchor.name}")
     used = {name for index in access.index for name, _ in index.terms}
     iterators = tuple(it for it in anchor.iterators if it in used)
     extents = dict(zip(anchor.iterators, anchor.extents))
@@ -157,6 +221,21 @@ def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement],
 
 
 # -- zero padding --------------------------------------------------------------------------
+@lru_cache(maxsize=256)
+def can_zero_pad(scop: Scop) -> bool:
+    """True when zero-padding applies to the anchor statement of ``scop``: it has guarded
+    reads, it is a sum of products, and its guards do nothing but keep its affine reads
+    in bounds (so that reading zeros outside them adds nothing). Memoised per Scop."""
+    anchor = anchor_statement(scop)
+    if not anchor.constraints or not is_sum_of_products(anchor):
+        return False
+    try:
+        _zero_pad(scop, anchor, [], list(scop.arrays))
+    except ScheduleError:
+        return False
+    return True
+
+
 def is_sum_of_products(anchor: Statement) -> bool:
     """True for ``W = W + X * ...`` (a zero factor leaves ``W`` unchanged)."""
     value = anchor.value
@@ -236,4 +315,4 @@ def _box_text(array: str, shape: tuple[int, ...]) -> str:
     return f"{{ {array}[{', '.join(names)}] : {bounds} }}"
 
 
-__all__ = ["SCRATCH", "ALGORITHMS", "apply_data_layout", "is_sum_of_products", "plain_iterators"]
+__all__ = ["SCRATCH", "ALGORITHMS", "apply_data_layout", "can_zero_pad", "im2col_applies", "im2col_window", "is_sum_of_products", "packable_operands", "plain_iterators", "reads_inside_box"]

@@ -3,6 +3,10 @@
 A recipe is what the tuner searches over and what a tuning record stores: plain,
 hashable data that serialises to JSON. Replaying a recipe on the same Scop gives
 the same schedule tree (:func:`polytf.schedules.builder.build_schedule`).
+
+This module checks only the fields' JSON types (:data:`FIELD_TYPES`, the one table of
+them); :func:`polytf.schedules.validation.validate_recipe` checks a recipe against its
+kernel and target.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ class ScheduleRecipe:
         vector_width: innermost loops get this vectorisation width; 0 lets LLVM decide,
             1 disables vectorisation.
         unroll: innermost loops get this unroll count; 0 lets LLVM decide, 1 disables unrolling.
-        parallel: run the outermost loop's iterations on all threads (only legal when it
-            carries no dependence).
+        parallel: run the iterations of the outermost loop of the shared outer band that
+            isl generates (a dimension of one tile or extent 1 has none) on all threads,
+            and each data-layout copy nest on all threads; only legal when that loop
+            carries no dependence (:mod:`polytf.schedules.marks`).
         register_tile_sizes: per shared dimension, a second level of tiling inside the
             (cache) tile of ``tile_sizes``: the anchor's register-tile points become the
             innermost loops, below its reduction loops, and the code generator emits them as
@@ -74,41 +80,38 @@ class ScheduleRecipe:
         return json.loads(self.to_json())
 
     @staticmethod
-    def from_dict(data: dict) -> ScheduleRecipe:
-        """Inverse of :meth:`to_dict`.
+    def from_dict(data: object) -> ScheduleRecipe:
+        """Inverse of :meth:`to_dict`: a JSON object with some of the fields, each of its
+        exact JSON type (lists of integers or strings, integers, booleans, a string);
+        missing fields take their defaults. Values are checked against the kernel later, by
+        :func:`polytf.schedules.validation.validate_recipe`.
 
         Raises:
-            ScheduleError: unknown or ill-typed fields.
+            ScheduleError: not an object, unknown fields, or a field of the wrong type
+                (naming the field and the type it needs).
         """
-        known = {f.name for f in fields(ScheduleRecipe)}
-        unknown = set(data) - known
+        if not isinstance(data, dict):
+            raise ScheduleError(f"a recipe must be a JSON object with fields {sorted(FIELD_TYPES)}, not {type(data).__name__}")
+        unknown = set(data) - set(FIELD_TYPES)
         if unknown:
-            raise ScheduleError(f"unknown recipe fields {sorted(unknown)}; known fields: {sorted(known)}")
-        try:
-            return ScheduleRecipe(
-                tile_sizes=tuple(int(v) for v in data.get("tile_sizes", ())),
-                tile_order=tuple(int(v) for v in data.get("tile_order", ())),
-                reduction_tile_sizes=tuple(int(v) for v in data.get("reduction_tile_sizes", ())),
-                point_order=tuple(str(v) for v in data.get("point_order", ())),
-                vector_width=int(data.get("vector_width", 0)),
-                unroll=int(data.get("unroll", 0)),
-                parallel=bool(data.get("parallel", False)),
-                register_tile_sizes=tuple(int(v) for v in data.get("register_tile_sizes", ())),
-                pack=tuple(str(v) for v in data.get("pack", ())),
-                pad=bool(data.get("pad", False)),
-                algorithm=str(data.get("algorithm", "direct")),
-            )
-        except (TypeError, ValueError) as error:
-            raise ScheduleError(f"malformed recipe {data!r}: {error}") from None
+            raise ScheduleError(f"unknown recipe fields {sorted(map(str, unknown))}; known fields: {sorted(FIELD_TYPES)}")
+        for name, value in data.items():
+            problem = field_type_error(name, value)
+            if problem:
+                raise ScheduleError(f"recipe field {problem}")
+        return ScheduleRecipe(**{name: tuple(value) if FIELD_TYPES[name][1] else value for name, value in data.items()})
 
     @staticmethod
     def from_json(text: str) -> ScheduleRecipe:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            ScheduleError: not JSON, or not a recipe (:meth:`from_dict`).
+        """
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, TypeError) as error:
             raise ScheduleError(f"recipe is not valid JSON: {error}") from None
-        if not isinstance(data, dict):
-            raise ScheduleError("a recipe must be a JSON object")
         return ScheduleRecipe.from_dict(data)
 
     def describe(self) -> str:
@@ -135,3 +138,43 @@ class ScheduleRecipe:
         if self.parallel:
             parts.append("parallel")
         return ", ".join(parts) or "default"
+
+
+#: field -> (element type, whether it is a list): the one table of the recipe's field types
+FIELD_TYPES: dict[str, tuple[type, bool]] = {
+    "tile_sizes": (int, True),
+    "tile_order": (int, True),
+    "reduction_tile_sizes": (int, True),
+    "point_order": (str, True),
+    "vector_width": (int, False),
+    "unroll": (int, False),
+    "parallel": (bool, False),
+    "register_tile_sizes": (int, True),
+    "pack": (str, True),
+    "pad": (bool, False),
+    "algorithm": (str, False),
+}
+
+_TYPE_NAMES = {int: "integer", str: "string", bool: "boolean"}
+
+
+def _of_type(value: object, kind: type) -> bool:
+    """``isinstance`` that does not take a bool for an int (nor a float, a string or a
+    numpy integer: the exact Python types of JSON)."""
+    return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+
+
+def field_type_error(name: str, value: object) -> str | None:
+    """None when ``value`` has the exact type of recipe field ``name`` (a list field may be a
+    list or a tuple), else ``"<name> must be ..., not <value>"``."""
+    kind, is_list = FIELD_TYPES[name]
+    if is_list:
+        if isinstance(value, (list, tuple)) and all(_of_type(v, kind) for v in value):
+            return None
+        return f"{name} must be a list of {_TYPE_NAMES[kind]}s, not {value!r}"
+    if _of_type(value, kind):
+        return None
+    return f"{name} must be {'an' if kind is int else 'a'} {_TYPE_NAMES[kind]}, not {value!r}"
+
+
+__all__ = ["ScheduleRecipe", "FIELD_TYPES", "field_type_error"]

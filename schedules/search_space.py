@@ -7,7 +7,8 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
 - ``reduction_tile_r{j}``: tile size of the anchor's reduction iterator j (0 = untiled)
 - ``point_order``: loop order of the anchor statement, e.g. ``"d0,r0,d1"``
 - ``vector_width``, ``unroll``: LLVM loop hints (0 = LLVM decides)
-- ``parallel``: outermost loop on all threads
+- ``parallel``: the outermost loop on all threads (offered only when the loop isl generates
+  first carries no dependence)
 - ``register_tile``: register tile of the last two shared dimensions, e.g. ``"6x16"``
   (``"0x16"``: only the last one; ``"none"``); the last size is a multiple of the
   target's vector lanes and the accumulators fit in its vector registers. Cache tiles of
@@ -19,12 +20,14 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
 - ``algorithm``: ``"direct"`` or ``"im2col"`` (im2col + GEMM; offered for sums of
   products with one windowed read, i.e. convolutions)
 
-Only legal choices are offered: a tile order may start with a dimension only if that
-dimension carries no dependence (isl, :func:`polytf.schedules.legality.carries_no_dependence`),
-so ``parallel`` is always legal; loop orders inside the anchor keep the reduction iterators in their original relative
-order and only the outermost reduction is tiled, so a reduction accumulates in program
-order (polytf does not yet reassociate reductions); isl's check confirms every
-candidate.
+Only valid and legal choices are offered: every recipe passes
+:func:`polytf.schedules.validation.validate_recipe` for ``TargetLimits(lanes, registers)``;
+a tile order may start with a dimension only if that dimension carries no dependence (isl,
+:func:`polytf.schedules.legality.carries_no_dependence`), and a recipe is parallel only when
+the first loop isl generates is such a dimension, so ``parallel`` is always legal; loop
+orders inside the anchor keep the reduction iterators in their original relative order and
+only the outermost reduction is tiled, so a reduction accumulates in program order (polytf
+does not yet reassociate reductions); isl's check confirms every candidate.
 """
 
 from __future__ import annotations
@@ -32,18 +35,16 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from polytf.poly.expression import AffineExpr
 from polytf.poly.scop import Scop
-from polytf.schedules.data_layout import is_sum_of_products, plain_iterators
+from polytf.schedules.data_layout import can_zero_pad, im2col_applies, packable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
+from polytf.schedules.validation import TargetLimits
 
 VECTOR_WIDTHS = (0, 1, 4, 8, 16)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
 MAX_TILE = 512
-#: Vector registers of x86-64 (ymm0-15 with AVX2, zmm0-31 with AVX-512).
-VECTOR_REGISTERS = {8: 16, 16: 32, 4: 16}
 
 
 def tile_choices(extent: int, minimum: int = 2) -> tuple[int, ...]:
@@ -61,11 +62,13 @@ def tile_choices(extent: int, minimum: int = 2) -> tuple[int, ...]:
     return tuple(sorted(set(sizes)))
 
 
-def register_tile_choices(outer_extent: int | None, inner_extent: int, lanes: int) -> tuple[str, ...]:
+def register_tile_choices(outer_extent: int | None, inner_extent: int, lanes: int, registers: int | None = None) -> tuple[str, ...]:
     """Register tiles ``"AxB"`` of the last two shared dimensions: ``B`` a multiple of the
     vector lanes, ``A * B / lanes`` accumulators between a quarter and three quarters of
-    the vector registers (the rest hold operands), after Low et al., TOMS 2016."""
-    registers = VECTOR_REGISTERS.get(lanes, 16)
+    the ``registers`` vector registers (the rest hold operands), after Low et al., TOMS 2016.
+    ``registers`` None: :class:`~polytf.schedules.validation.TargetLimits`' conservative
+    default (16)."""
+    registers = registers or TargetLimits().vector_registers
     choices = ["none"]
     for b in (lanes, 2 * lanes, 3 * lanes, 4 * lanes):
         if b > max(lanes, inner_extent + lanes - 1):
@@ -109,10 +112,16 @@ class SearchSpace:
     extents: tuple[int, ...] = ()
     #: ``(array, iterators of its index)`` of the anchor's reads that can be packed.
     packable: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: per shared dimension: it carries no dependence (a loop over it may run in parallel)
+    coincident: tuple[bool, ...] = ()
 
     @staticmethod
-    def for_scop(scop: Scop, threads: int = 1, lanes: int = 8) -> SearchSpace:
-        """The space of ``scop`` for ``threads`` threads and ``lanes`` float32 vector lanes."""
+    def for_scop(scop: Scop, threads: int = 1, lanes: int = 8, registers: int | None = None) -> SearchSpace:
+        """The space of ``scop`` for ``threads`` threads, ``lanes`` float32 vector lanes and
+        ``registers`` vector registers (a target's ``vector_lanes`` and ``vector_registers``;
+        ``registers`` None: the conservative 16 of :class:`~polytf.schedules.validation.TargetLimits`).
+        Every recipe of the space passes :func:`~polytf.schedules.validation.validate_recipe`
+        with ``TargetLimits(lanes, registers)`` and legality."""
         depth = shared_band_depth(scop)
         anchor = anchor_statement(scop)
         extents = anchor.extents
@@ -136,16 +145,15 @@ class SearchSpace:
         dims.append(("unroll", UNROLL_COUNTS))
         parallel_ok = threads > 1 and depth > 0 and any(coincident)
         dims.append(("parallel", (False, True) if parallel_ok else (False,)))
-        packable = _packable_operands(scop, anchor)
+        packable = packable_operands(scop)
         if depth:
-            dims.append(("register_tile", register_tile_choices(extents[depth - 2] if depth > 1 else None, extents[depth - 1], lanes)))
+            dims.append(("register_tile", register_tile_choices(extents[depth - 2] if depth > 1 else None, extents[depth - 1], lanes, registers)))
             dims.append(("pack", ("none", "panels", "all") if packable else ("none",)))
-        pad_ok = bool(anchor.constraints) and is_sum_of_products(anchor)
+        pad_ok = can_zero_pad(scop)
         dims.append(("pad", (False, True) if pad_ok else (False,)))
-        windowed = [a for a in anchor.value.loads() if a != anchor.write and a.array not in {p for p, _ in packable}]
-        im2col_ok = depth > 0 and is_sum_of_products(anchor) and len(set(windowed)) == 1 and all(isinstance(i, AffineExpr) for i in windowed[0].index)
+        im2col_ok = im2col_applies(scop)
         dims.append(("algorithm", ("direct", "im2col") if im2col_ok else ("direct",)))
-        return SearchSpace(tuple(dims), depth, anchor.reduction_iterators, tuple(extents[:depth]), packable)
+        return SearchSpace(tuple(dims), depth, anchor.reduction_iterators, tuple(extents[:depth]), packable, tuple(coincident))
 
     def choices(self, name: str) -> tuple:
         return dict(self.dimensions)[name]
@@ -179,19 +187,28 @@ class SearchSpace:
             for array, iterators in self.packable:
                 if mode == "all" and tiled & set(iterators) or mode == "panels" and last in iterators and last in tiled:
                     pack += (array,)
+        tile_order = tuple(int(x) for x in str(params["tile_order"]).split(",")) if self.depth else ()
         return ScheduleRecipe(
             tile_sizes=tuple(tiles),
-            tile_order=tuple(int(x) for x in str(params["tile_order"]).split(",")) if self.depth else (),
+            tile_order=tile_order,
             reduction_tile_sizes=tuple(int(params[f"reduction_tile_{r}"]) for r in self.reduction_iterators),
             point_order=tuple(str(params["point_order"]).split(",")),
             vector_width=int(params["vector_width"]),
             unroll=int(params["unroll"]),
-            parallel=bool(params["parallel"]),
+            parallel=bool(params["parallel"]) and self._parallel_loop_is_free(tiles, tile_order),
             register_tile_sizes=tuple(registers) if any(registers) else (),
             pack=pack,
             pad=bool(params.get("pad", False)),
             algorithm=str(params.get("algorithm", "direct")),
         )
+
+    def _parallel_loop_is_free(self, tiles: list[int], tile_order: tuple[int, ...]) -> bool:
+        """Whether the parallel loop (the outermost outer-band member that is a loop: isl
+        emits none for a dimension of extent 1 or a tile covering it) carries no dependence."""
+        for k in tile_order:
+            if self.extents[k] > 1 and not (tiles[k] and tiles[k] >= self.extents[k]):
+                return self.coincident[k]
+        return False
 
     def params(self, recipe: ScheduleRecipe) -> dict:
         """Inverse of :meth:`recipe` (for recipes inside the space)."""
@@ -284,16 +301,3 @@ class SearchSpace:
                     params[f"tile_d{self.depth - 1}"] = 64 if 64 in last_choices else max(last_choices)
                 result.append(self.recipe(params))
         return list(dict.fromkeys(result))
-
-
-def _packable_operands(scop: Scop, anchor) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Reads of the anchor whose index is a permutation of its iterators (packable)."""
-    result = []
-    for access in anchor.value.loads():
-        if access == anchor.write or any(array == access.array for array, _ in result):
-            continue
-        names = plain_iterators(access)
-        if names is not None and scop.array(access.array).role == "input":
-            result.append((access.array, tuple(names)))
-    return tuple(dict.fromkeys(result))
-

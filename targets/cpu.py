@@ -21,6 +21,7 @@ import llvmlite.binding as llvm
 
 from polytf.config import CodegenConfig
 from polytf.errors import CompileError
+from polytf.poly.access_bounds import required_bytes
 from polytf.poly.scop import Scop
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
@@ -101,14 +102,31 @@ class CpuTarget(Target):
         return target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=self.config.optimization_level, codemodel="jitdefault")
 
     @property
-    def native_vector_width(self) -> int:
+    def _enabled_features(self) -> set[str]:
+        return {f[1:] for f in self.features.split(",") if f.startswith("+")}
+
+    @property
+    def vector_lanes(self) -> int:
         """float32 lanes of the widest vector registers the target has (16, 8 or 4)."""
-        enabled = {f[1:] for f in self.features.split(",") if f.startswith("+")}
+        enabled = self._enabled_features
         if "avx512f" in enabled:
             return 16
         if "avx" in enabled:
             return 8
         return 4
+
+    @property
+    def vector_registers(self) -> int:
+        """Vector registers: zmm0-31 with AVX-512, ymm0-15 / xmm0-15 otherwise (x86-64);
+        32 on AArch64 (NEON)."""
+        if "avx512f" in self._enabled_features or self.triple.startswith("aarch64"):
+            return 32
+        return 16
+
+    @property
+    def native_vector_width(self) -> int:
+        """Alias of :attr:`vector_lanes`."""
+        return self.vector_lanes
 
     def fingerprint(self) -> dict:
         return {
@@ -123,7 +141,11 @@ class CpuTarget(Target):
 
     def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe) -> str:
         """Unoptimised LLVM IR of the kernel (raises ScheduleError / CodegenError)."""
-        scheduled = schedule_scop(scop, recipe)
+        return self._emit(scop, recipe)[1]
+
+    def _emit(self, scop: Scop, recipe: ScheduleRecipe) -> tuple[Scop, str]:
+        """The scheduled Scop (its arrays are the kernel's arguments) and its LLVM IR text."""
+        scheduled = schedule_scop(scop, recipe, limits=self.limits)
         builder = KernelModuleBuilder(
             scheduled.scop,
             build_ast(scheduled.schedule),
@@ -136,7 +158,7 @@ class CpuTarget(Target):
         module = builder.build()
         module.triple = self.triple
         module.data_layout = str(self.target_machine.target_data)
-        return str(module)
+        return scheduled.scop, str(module)
 
     def optimise(self, ir_text: str, kernel: str) -> llvm.ModuleRef:
         """Parse, verify and optimise LLVM IR text at the configured level.
@@ -160,7 +182,9 @@ class CpuTarget(Target):
         return module
 
     def compile(self, scop: Scop, recipe: ScheduleRecipe) -> CompiledKernel:
-        ir_text = self.emit_llvm_ir(scop, recipe)
+        scheduled, ir_text = self._emit(scop, recipe)
+        # every access of the scheduled kernel stays inside its array: these sizes suffice
+        argument_bytes = required_bytes(scheduled)
         with _LOCK:
             module = self.optimise(ir_text, scop.name)
             try:
@@ -172,7 +196,7 @@ class CpuTarget(Target):
         if not address:
             raise CompileError(f"LLVM produced no entry point for kernel {scop.name}")
         function = KERNEL_FUNCTION_TYPE(address)
-        return CompiledKernel(scop, recipe, function, llvm_ir=str(module), owner=engine)
+        return CompiledKernel(scop, recipe, function, arrays=scheduled.arrays, argument_bytes=argument_bytes, llvm_ir=str(module), owner=engine)
 
     def assembly(self, scop: Scop, recipe: ScheduleRecipe) -> str:
         """Host assembly of the optimised kernel (for ``polytf show``)."""

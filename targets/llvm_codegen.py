@@ -4,12 +4,20 @@ The module exports one entry point per kernel::
 
     void <kernel>(i8** arrays, i64 threads)
 
-``arrays[i]`` points to the Scop's i-th array (row-major float32). The loop nest
+``arrays[i]`` points to the i-th array of the scheduled Scop (row-major float32):
+the kernel's own arrays first, then the scratch arrays that data-layout
+transformations added (packed panels, zero-padded and im2col copies). The kernel
+touches no other memory: it keeps no state between calls, so concurrent calls on
+separate tables are independent (re-entrant). The loop nest
 lives in ``<kernel>_body(float* noalias ..., i64 thread, i64 threads)``. When the
 recipe asks for it and ``threads > 1``, the entry runs the body on ``threads``
-OpenMP threads through libgomp's ``GOMP_parallel``; each thread takes the
-iterations ``init + (thread + j * threads) * step`` of the outermost loop (a cyclic
-distribution, legal because that loop carries no dependence).
+OpenMP threads through libgomp's ``GOMP_parallel``. The only loops distributed over
+the threads are ``for`` nodes of the dimensions a top-level ``parallel`` mark names
+(:class:`polytf.schedules.marks.ParallelMark`, :func:`parallel_pieces`): each thread
+takes the iterations ``init + (thread + j * threads) * step`` of such a loop (a cyclic
+distribution, legal because legality proved that schedule dimension free of
+loop-carried dependences); everything else runs on thread 0, with a barrier before and
+after each distributed loop.
 
 Innermost loops carry ``llvm.loop`` metadata for the vector width and unroll count
 of the recipe (LLVM LangRef, "'llvm.loop' metadata").
@@ -17,13 +25,13 @@ of the recipe (LLVM LangRef, "'llvm.loop' metadata").
 A ``microkernel`` mark (:mod:`polytf.schedules.builder`) is emitted by
 :mod:`polytf.targets.microkernel`: register-tile points unrolled and jammed,
 accumulators kept in registers across the reduction loops, the innermost register
-dimension vectorised with LLVM vector types. Arrays of role ``"scratch"`` (packed or
-zero-padded copies) are module globals, not kernel arguments.
+dimension vectorised with LLVM vector types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import islpy as isl
 import llvmlite.ir as ir
@@ -31,6 +39,7 @@ import llvmlite.ir as ir
 from polytf.errors import CodegenError
 from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
 from polytf.poly.scop import Scop
+from polytf.schedules.marks import MicrokernelMark, ParallelMark, mark_of
 from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
 
@@ -69,6 +78,47 @@ def _contains_loop(node: isl.AstNode) -> bool:
     return False
 
 
+def _children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The children of a block, else the node itself."""
+    if node.get_type() == isl.ast_node_type.block:
+        children = node.block_get_children()
+        return [children.get_at(i) for i in range(children.n_ast_node())]
+    return [node]
+
+
+@dataclass(frozen=True)
+class ParallelPiece:
+    """One step of the parallel region: ``node`` runs distributed over the threads (a ``for``
+    node of a dimension a parallel mark names), or on thread 0."""
+
+    node: isl.AstNode
+    distributed: bool
+
+
+def parallel_pieces(ast: isl.AstNode) -> list[ParallelPiece]:
+    """The steps of a kernel body run on all threads, in order, with a barrier between a
+    distributed step and its neighbours.
+
+    The top-level nodes of ``ast`` (the children of a root block) run in turn. Below a
+    top-level parallel mark (:class:`~polytf.schedules.marks.ParallelMark`), each part isl
+    generated (one node, or the children of a block: e.g. a copy nest's isolated full
+    panels, then its last partial panel) is distributed when it is a ``for`` node of a
+    dimension the mark names (legality proved that dimension free of loop-carried
+    dependences), and runs on thread 0 otherwise (isl dropped the loop because it has one
+    iteration there). Every other node runs on thread 0.
+    """
+    pieces = []
+    for node in _children(ast):
+        mark = mark_of(node)
+        if not isinstance(mark, ParallelMark):
+            pieces.append(ParallelPiece(node, False))
+            continue
+        for part in _children(node.mark_get_node()):
+            loop = part.get_type() == isl.ast_node_type.for_ and part.for_get_iterator().get_id().get_name() in mark.iterators
+            pieces.append(ParallelPiece(part, loop))
+    return pieces
+
+
 class KernelModuleBuilder:
     """Builds the LLVM module of one kernel.
 
@@ -77,7 +127,7 @@ class KernelModuleBuilder:
         ast: isl AST of the scheduled Scop.
         vector_width: 0 = LLVM decides, 1 = no vectorisation, n = width hint on innermost loops.
         unroll: 0 = LLVM decides, 1 = no unrolling, n = unroll count on innermost loops.
-        parallel: distribute the outermost loop over threads (requires the AST root to be a loop).
+        parallel: run the body on all threads, distributing the loops below parallel marks.
         fast_math: reassociation/contraction flags on float arithmetic.
         native_vector_width: float32 lanes of the target's vector registers (the
             micro-kernel's width when ``vector_width`` is 0).
@@ -101,11 +151,13 @@ class KernelModuleBuilder:
         self.ast = ast
         self.vector_width = vector_width
         self.unroll = unroll
-        self.parallel = parallel and ast.get_type() in (isl.ast_node_type.for_, isl.ast_node_type.block)
+        #: the steps of the body when it runs on all threads (parallel_pieces)
+        self.pieces = parallel_pieces(ast) if parallel else []
+        self.parallel = any(piece.distributed for piece in self.pieces)
         self.flags = ("fast",) if fast_math else ()
         self.native_vector_width = native_vector_width
-        self.arguments = tuple(a for a in scop.arrays if a.role != "scratch")
-        self.scratch = tuple(a for a in scop.arrays if a.role == "scratch")
+        #: every array is an argument, scratch arrays included: no mutable module globals
+        self.arguments = tuple(scop.arrays)
         self._opaque_count = 0
         #: constant bounds of the enclosing loops whose bounds are constants
         self.loop_ranges: dict[str, tuple[int, int]] = {}
@@ -138,41 +190,30 @@ class KernelModuleBuilder:
             argument.name = array.name
             argument.add_attribute("noalias")
             self.pointers[array.name] = argument
-        for array in self.scratch:
-            size = 1
-            for extent in array.shape:
-                size *= int(extent)
-            storage = ir.GlobalVariable(self.module, ir.ArrayType(F32, size), name=f"{self.scop.name}_{array.name}")
-            storage.linkage = "internal"
-            storage.align = 64
-            storage.initializer = ir.Constant(ir.ArrayType(F32, size), None)
-            self.pointers[array.name] = storage.gep([ir.Constant(I32, 0), ir.Constant(I32, 0)])
         self.thread, self.threads = function.args[-2], function.args[-1]
         self.thread.name, self.threads.name = "thread", "threads"
         self.entry_block = function.append_basic_block("entry")
         self.builder = ir.IRBuilder(function.append_basic_block("start"))
-        if self.parallel and self.ast.get_type() == isl.ast_node_type.block:
-            self._emit_parallel_sequence(self.ast)
+        if self.parallel:
+            self._emit_parallel_region()
         else:
-            self._emit_node(self.ast, {}, outermost=True)
+            self._emit_node(self.ast, {})
         self.builder.ret_void()
         ir.IRBuilder(self.entry_block).branch(function.blocks[1])
         return function
 
-    def _emit_parallel_sequence(self, block: isl.AstNode) -> None:
-        """Each loop of a top-level sequence runs on all threads, with a barrier after it;
-        other nodes run on thread 0."""
+    def _emit_parallel_region(self) -> None:
+        """The body as every thread runs it (:func:`parallel_pieces`): distributed loops,
+        thread-0 steps, and a barrier before and after each distributed loop."""
         barrier = self._declare("GOMP_barrier", ir.VoidType(), [])
-        children = block.block_get_children()
-        for i in range(children.n_ast_node()):
-            child = children.get_at(i)
-            if child.get_type() == isl.ast_node_type.for_:
-                self._emit_for(child, {}, distribute=True)
+        for i, piece in enumerate(self.pieces):
+            if i and (piece.distributed or self.pieces[i - 1].distributed):
+                self.builder.call(barrier, [])
+            if piece.distributed:
+                self._emit_for(piece.node, {}, distribute=True)
             else:
                 with self.builder.if_then(self.builder.icmp_signed("==", self.thread, ir.Constant(I64, 0))):
-                    self._emit_node(child, {})
-            if i + 1 < children.n_ast_node():
-                self.builder.call(barrier, [])
+                    self._emit_node(piece.node, {})
 
     def alloca(self, type_: ir.Type, name: str = "") -> ir.Value:
         """A stack slot in the entry block (promoted to registers by LLVM's SROA)."""
@@ -213,10 +254,10 @@ class KernelModuleBuilder:
         builder.ret_void()
 
     # -- AST nodes -------------------------------------------------------------------------
-    def _emit_node(self, node: isl.AstNode, env: dict[str, ir.Value], outermost: bool = False) -> None:
+    def _emit_node(self, node: isl.AstNode, env: dict[str, ir.Value]) -> None:
         kind = node.get_type()
         if kind == isl.ast_node_type.for_:
-            self._emit_for(node, env, distribute=outermost and self.parallel)
+            self._emit_for(node, env, distribute=False)
         elif kind == isl.ast_node_type.block:
             children = node.block_get_children()
             for i in range(children.n_ast_node()):
@@ -237,8 +278,8 @@ class KernelModuleBuilder:
         elif kind == isl.ast_node_type.mark:
             from polytf.targets.microkernel import emit_microkernel
 
-            if not (node.mark_get_id().get_name().startswith("microkernel") and emit_microkernel(self, node, env)):
-                self._emit_node(node.mark_get_node(), env, outermost)
+            if not (isinstance(mark_of(node), MicrokernelMark) and emit_microkernel(self, node, env)):
+                self._emit_node(node.mark_get_node(), env)  # parallel marks: see parallel_pieces
         else:
             raise CodegenError(f"kernel {self.scop.name}: unsupported AST node type {kind}")
 

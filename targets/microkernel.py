@@ -36,6 +36,7 @@ import islpy as isl
 import llvmlite.ir as ir
 
 from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
+from polytf.schedules.marks import MicrokernelMark, mark_of
 from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
 
@@ -56,16 +57,11 @@ class _RegisterLoop:
 
 
 def _register_tiles(mark: isl.AstNode) -> list[tuple[int, str]]:
-    """``(size, statement iterator)`` of each register loop, from ``"microkernel 6x16 d0,d1"``."""
-    parts = mark.mark_get_id().get_name().split(" ")
-    if len(parts) != 3:
+    """``(size, statement iterator)`` of each register loop, from the node's MicrokernelMark."""
+    decoded = mark_of(mark)
+    if not isinstance(decoded, MicrokernelMark):
         return []
-    try:
-        sizes = [int(v) for v in parts[1].split("x")]
-    except ValueError:
-        return []
-    names = parts[2].split(",")
-    return list(zip(sizes, names)) if len(names) == len(sizes) else []
+    return list(zip(decoded.register_sizes, decoded.iterators))
 
 
 def _trip_form(loop: isl.AstNode) -> tuple[LinearForm, LinearForm, isl.AstExpr] | None:

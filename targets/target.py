@@ -10,8 +10,12 @@ import abc
 import ctypes
 from dataclasses import dataclass, field
 
-from polytf.poly.scop import Scop
+import numpy as np
+
+from polytf.poly.access_bounds import element_count
+from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.validation import TargetLimits
 
 
 @dataclass
@@ -22,6 +26,13 @@ class CompiledKernel:
         scop: what it computes.
         recipe: the schedule it was compiled with.
         function: ``void f(void** arrays, int64 threads)`` as a ctypes function.
+        arrays: the kernel's arguments, in table order: ``scop.arrays``, then the scratch
+            arrays the recipe's data-layout transformations added (packed panels,
+            zero-padded and im2col copies), which the caller allocates per execution
+            context. Empty means ``scop.arrays``.
+        argument_bytes: the bytes each argument's buffer must have at least (the access
+            relations stay inside these; :func:`polytf.poly.access_bounds.required_bytes`).
+            Empty means each array's shape times its item size.
         llvm_ir: the optimised LLVM IR text (for ``polytf show``).
         owner: objects that must outlive ``function`` (the JIT engine).
     """
@@ -29,19 +40,56 @@ class CompiledKernel:
     scop: Scop
     recipe: ScheduleRecipe
     function: ctypes._CFuncPtr
+    arrays: tuple[ArrayInfo, ...] = ()
+    argument_bytes: tuple[int, ...] = ()
     llvm_ir: str = ""
     assembly: str = ""
     owner: object = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if not self.arrays:
+            self.arrays = tuple(self.scop.arrays)
+        if not self.argument_bytes:
+            self.argument_bytes = tuple(element_count(a) * np.dtype(a.dtype).itemsize for a in self.arrays)
+        if len(self.argument_bytes) != len(self.arrays):
+            raise ValueError(f"kernel {self.scop.name}: {len(self.argument_bytes)} argument sizes for {len(self.arrays)} arguments")
+
+    @property
+    def scratch_arrays(self) -> tuple[ArrayInfo, ...]:
+        """The arguments beyond the Scop's own arrays (allocated by the caller)."""
+        return self.arrays[len(self.scop.arrays) :]
+
     def __call__(self, array_table: ctypes.Array, threads: int) -> None:
-        """Run once. ``array_table[i]`` is the address of the Scop's i-th array."""
-        self.function(array_table, threads)
+        """Run once on a table built by :class:`polytf.runtime.argument_table.ArgumentTable`
+        (which checks every buffer's size); ``array_table[i]`` is the address of ``arrays[i]``.
+
+        Raises:
+            ValueError: the table does not have one entry per argument.
+        """
+        if len(array_table) != len(self.arrays):
+            raise ValueError(f"kernel {self.scop.name} takes {len(self.arrays)} arrays, the table has {len(array_table)}")
+        self.function(array_table, int(threads))
 
 
 class Target(abc.ABC):
     """A code-generation target."""
 
     name: str = "abstract"
+
+    @property
+    @abc.abstractmethod
+    def vector_lanes(self) -> int:
+        """float32 lanes of the target's widest vector registers."""
+
+    @property
+    @abc.abstractmethod
+    def vector_registers(self) -> int:
+        """Vector registers the target has (the register tiles of the search space fit them)."""
+
+    @property
+    def limits(self) -> TargetLimits:
+        """What recipe validation checks register tiles against."""
+        return TargetLimits(self.vector_lanes, self.vector_registers)
 
     @abc.abstractmethod
     def fingerprint(self) -> dict:

@@ -13,7 +13,7 @@ proto field Python value
 ``s``       ``str`` (UTF-8), or ``bytes`` when not valid UTF-8
 ``type``    numpy dtype name, e.g. ``DT_FLOAT`` -> ``"float32"`` (see :func:`dtype_name`)
 ``shape``   tuple of ``int | None`` (``-1`` -> ``None``), or ``None`` for an unknown rank
-``tensor``  ``numpy.ndarray`` (see :func:`decode_tensor`)
+``tensor``  :class:`~polytf.frontend.lazy_tensor.LazyTensor` (``numpy.asarray`` decodes it: :func:`decode_tensor`)
 ``list``    tuple of decoded values
 ``func``    the function name, ``str``
 ``placeholder`` the placeholder name, ``str``
@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 from tensorboard.compat.proto import attr_value_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+
+from polytf.frontend.lazy_tensor import LazyTensor
 
 __all__ = ["decode_attr", "decode_attrs", "decode_shape", "decode_tensor", "dtype_name", "numpy_dtype"]
 
@@ -107,10 +109,52 @@ def numpy_dtype(name: str) -> np.dtype | None:
 
 
 def decode_shape(shape: tensor_shape_pb2.TensorShapeProto) -> tuple[int | None, ...] | None:
-    """A ``TensorShapeProto`` as a tuple; ``-1`` dimensions become ``None``; unknown rank -> ``None``."""
+    """A ``TensorShapeProto`` as a tuple; ``-1`` dimensions become ``None``; unknown rank -> ``None``.
+
+    Raises:
+        ValueError: a dimension below -1 (TensorFlow's TensorShapeProto allows only -1 as
+            "unknown").
+    """
     if shape.unknown_rank:
         return None
+    for d in shape.dim:
+        if d.size < -1:
+            raise ValueError(f"shape {[int(x.size) for x in shape.dim]} has a dimension {d.size} (only -1, meaning unknown, may be negative)")
     return tuple(None if d.size < 0 else int(d.size) for d in shape.dim)
+
+
+def check_tensor(tensor: tensor_pb2.TensorProto) -> tuple[str, tuple[int, ...], int]:
+    """Check, without decoding, that a ``TensorProto`` describes a tensor :func:`decode_tensor`
+    can decode: a known dtype, a static non-negative shape, content that fits it.
+
+    Returns:
+        ``(dtype name, shape, bytes of the decoded array)``.
+
+    Raises:
+        ValueError: naming what is wrong.
+    """
+    name = dtype_name(tensor.dtype)
+    shape = decode_shape(tensor.tensor_shape)
+    if shape is None or any(d is None for d in shape):
+        raise ValueError(f"tensor attribute with a non-static shape {shape}")
+    count = 1
+    for extent in shape:
+        count *= extent
+    if name in ("resource", "variant") or (numpy_dtype(name) is None and name != "bfloat16"):
+        raise ValueError(f"cannot decode a tensor of dtype {name}")
+    itemsize = 4 if name == "bfloat16" else numpy_dtype(name).itemsize
+    if tensor.tensor_content and name != "string":
+        raw = 2 if name == "bfloat16" else itemsize
+        if len(tensor.tensor_content) != count * raw:
+            raise ValueError(f"tensor_content holds {len(tensor.tensor_content)} bytes but the shape {list(shape)} of {name} needs {count * raw}")
+    else:
+        field = _VAL_FIELDS.get(name)
+        if field is None:
+            raise ValueError(f"cannot decode a tensor of dtype {name}")
+        values = len(getattr(tensor, field)) // (2 if name in ("complex64", "complex128") else 1)
+        if values > count:
+            raise ValueError(f"tensor holds {values} {name} values but the shape {list(shape)} needs {count}")
+    return name, tuple(int(d) for d in shape), count * itemsize
 
 
 def _bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
@@ -190,7 +234,7 @@ def _decode_bytes(value: bytes) -> str | bytes:
         return bytes(value)
 
 
-def _decode_list(value: attr_value_pb2.AttrValue.ListValue) -> tuple[Any, ...]:
+def _decode_list(value: attr_value_pb2.AttrValue.ListValue, owner: str = "") -> tuple[Any, ...]:
     # A ListValue has one repeated field per kind; at most one is non-empty in practice.
     if value.s:
         return tuple(_decode_bytes(v) for v in value.s)
@@ -205,17 +249,19 @@ def _decode_list(value: attr_value_pb2.AttrValue.ListValue) -> tuple[Any, ...]:
     if value.shape:
         return tuple(decode_shape(v) for v in value.shape)
     if value.tensor:
-        return tuple(decode_tensor(v) for v in value.tensor)
+        return tuple(LazyTensor(v, owner) for v in value.tensor)
     if value.func:
         return tuple(v.name for v in value.func)
     return ()
 
 
-def decode_attr(value: attr_value_pb2.AttrValue) -> Any:
-    """One ``AttrValue`` as a Python value (see the module docstring for the rules).
+def decode_attr(value: attr_value_pb2.AttrValue, owner: str = "") -> Any:
+    """One ``AttrValue`` as a Python value (see the module docstring for the rules); a
+    tensor becomes a :class:`~polytf.frontend.lazy_tensor.LazyTensor` of node ``owner``,
+    checked but not decoded.
 
     Raises:
-        ValueError: when a tensor attribute cannot be decoded.
+        ValueError: when a tensor or shape attribute is malformed.
     """
     kind = value.WhichOneof("value")
     if kind is None:
@@ -233,9 +279,9 @@ def decode_attr(value: attr_value_pb2.AttrValue) -> Any:
     if kind == "shape":
         return decode_shape(value.shape)
     if kind == "tensor":
-        return decode_tensor(value.tensor)
+        return LazyTensor(value.tensor, owner)
     if kind == "list":
-        return _decode_list(value.list)
+        return _decode_list(value.list, owner)
     if kind == "func":
         return value.func.name
     if kind == "placeholder":
@@ -243,6 +289,7 @@ def decode_attr(value: attr_value_pb2.AttrValue) -> Any:
     return None  # a kind added by a newer proto version
 
 
-def decode_attrs(attrs: Any) -> dict[str, Any]:
-    """A NodeDef's ``attr`` map as a dict, keys sorted for deterministic output."""
-    return {key: decode_attr(attrs[key]) for key in sorted(attrs)}
+def decode_attrs(attrs: Any, owner: str = "") -> dict[str, Any]:
+    """A NodeDef's ``attr`` map as a dict, keys sorted for deterministic output (``owner``:
+    the node's name, for messages about its tensors)."""
+    return {key: decode_attr(attrs[key], owner) for key in sorted(attrs)}

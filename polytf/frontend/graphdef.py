@@ -21,6 +21,7 @@ from tensorboard.compat.proto import graph_pb2
 
 from polytf.errors import GraphError
 from polytf.frontend.attributes import decode_attrs
+from polytf.frontend.lazy_tensor import LazyTensor
 from polytf.graph.graph import Graph, Node, split_tensor_name, tensor_name
 
 __all__ = ["load_graph", "parse_graphdef", "graph_from_graphdef", "default_outputs", "EXCLUDED_SINK_OPS"]
@@ -245,8 +246,13 @@ def graph_from_graphdef(graph_def: graph_pb2.GraphDef, outputs: Sequence[str] | 
             every sink node (see :func:`default_outputs`).
         source: the file name used in messages and stored in ``Graph.source``.
 
+    Tensor attributes (a ``Const``'s value) are decoded only for the nodes kept: the
+    fan-in of the outputs, and the placeholders.
+
     Raises:
-        GraphError: duplicate node names, an input naming a missing node, a cycle, an unknown output.
+        GraphError: duplicate node names, an input naming a missing node, a cycle, an unknown
+            output, a tensor attribute that cannot be decoded.
+        ShapeError: a kept constant larger than ``FrontendConfig.max_constant_bytes``.
     """
     raw: dict[str, Node] = {}
     duplicates: list[str] = []
@@ -261,7 +267,7 @@ def graph_from_graphdef(graph_def: graph_pb2.GraphDef, outputs: Sequence[str] | 
             canonical, is_control = _canonical_input(item)
             (controls if is_control else inputs).append(canonical)
         try:
-            attrs = decode_attrs(node_def.attr)
+            attrs = decode_attrs(node_def.attr, name)
         except (ValueError, TypeError) as exc:
             raise GraphError(
                 f"node '{name}' ({node_def.op}) in '{source}' has an attribute that cannot be decoded: {exc}"
@@ -296,7 +302,37 @@ def graph_from_graphdef(graph_def: graph_pb2.GraphDef, outputs: Sequence[str] | 
     order = _topological_order(names, deps, source)
     nodes = {name: raw[name] for name in order}
     selected = _select_outputs(nodes, outputs, source)
+    # only the fan-in of the outputs (and the placeholders, the model's signature) is kept:
+    # nothing else is ever typed, decoded or compiled
+    live = _fan_in([split_tensor_name(t)[0] for t in selected], deps)
+    nodes = {name: _decoded(node) for name, node in nodes.items() if name in live or node.op == "Placeholder"}
     return Graph(nodes=nodes, outputs=selected, source=source)
+
+
+def _decoded(node: Node) -> Node:
+    """``node`` with a ``Const``'s ``value`` decoded (checked against the size cap of
+    :class:`~polytf.config.FrontendConfig` first: :meth:`LazyTensor.value`).
+
+    Only that attribute is ever read as an array; tensor attributes of other nodes (no op
+    polytf supports has one) stay undecoded :class:`LazyTensor` values, so a large tensor
+    hidden in an attribute nobody reads costs nothing.
+    """
+    value = node.attrs.get("value")
+    if node.op != "Const" or not isinstance(value, LazyTensor):
+        return node
+    return Node(node.name, node.op, node.inputs, node.control_inputs, {**node.attrs, "value": value.value()})
+
+
+def _fan_in(roots: Sequence[str], deps: dict[str, list[str]]) -> set[str]:
+    """The nodes ``roots`` depend on through data and control inputs, roots included."""
+    live: set[str] = set()
+    pending = list(roots)
+    while pending:
+        name = pending.pop()
+        if name not in live:
+            live.add(name)
+            pending.extend(deps[name])
+    return live
 
 
 def load_graph(path: str | os.PathLike[str], outputs: Sequence[str] | None = None) -> Graph:

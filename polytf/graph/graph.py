@@ -22,7 +22,7 @@ def tensor_name(node: str, port: int = 0) -> str:
 def split_tensor_name(name: str) -> tuple[str, int]:
     """``"dense/MatMul:1"`` -> ``("dense/MatMul", 1)``; a bare node name means port 0."""
     node, sep, port = name.rpartition(":")
-    if sep and port.isdigit():
+    if sep and port.isascii() and port.isdigit():
         return node, int(port)
     return name, 0
 

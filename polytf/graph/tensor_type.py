@@ -34,7 +34,10 @@ class TensorType:
     @property
     def element_count(self) -> int:
         """Number of elements (requires a static shape)."""
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        count = 1
+        for extent in self.shape:  # Python integers: no overflow on absurd shapes
+            count *= int(extent)
+        return count
 
     @property
     def size_bytes(self) -> int:

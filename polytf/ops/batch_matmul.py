@@ -28,6 +28,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_bool
 from polytf.ops.elementwise import broadcast_shapes
 from polytf.ops.registry import CONTRACTION, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load
@@ -35,7 +36,7 @@ from polytf.poly.statement import Statement
 
 
 def _adjoints(node) -> tuple[bool, bool]:
-    return bool(node.attr("adj_x", False)), bool(node.attr("adj_y", False))
+    return attr_bool(node, "adj_x", False), attr_bool(node, "adj_y", False)
 
 
 def _check_dtypes(node) -> None:

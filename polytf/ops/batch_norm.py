@@ -25,7 +25,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.conv import attr_str
+from polytf.ops.attributes import attr_bool, attr_float, attr_string
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load, Unary
 from polytf.poly.statement import Statement
@@ -36,17 +36,18 @@ PARAMETERS = ("scale", "offset", "mean", "variance")
 
 
 def _check(node, input_types) -> None:
-    """Raises ShapeError for training mode, non-NHWC layouts and mismatched shapes."""
+    """Raises ShapeError for training mode, non-NHWC layouts, a non-numeric epsilon and mismatched shapes."""
     if len(input_types) != 5:
         raise ShapeError(f"{node.op} takes 5 inputs (x, {', '.join(PARAMETERS)}), got {len(input_types)}")
-    if node.attr("is_training", True):
+    if attr_bool(node, "is_training", True):
         raise ShapeError(
             f"{node.op} node '{node.name}' has is_training=True (TensorFlow's default); polytf compiles inference "
             "graphs only: freeze the model in inference mode (is_training=False)"
         )
-    data_format = attr_str(node, "data_format", "NHWC")
+    data_format = attr_string(node, "data_format", "NHWC")
     if data_format != "NHWC":
         raise ShapeError(f"{node.op} with data_format {data_format!r} is unsupported: polytf supports NHWC only")
+    _epsilon(node)
     x = input_types[0]
     if x.rank != 4:
         raise ShapeError(f"{node.op} needs a rank-4 NHWC input x, got {x}")
@@ -57,7 +58,12 @@ def _check(node, input_types) -> None:
 
 
 def _epsilon(node) -> float:
-    return float(node.attr("epsilon", DEFAULT_EPSILON))
+    """The ``epsilon`` attr (``Attr("epsilon: float = 0.0001")``).
+
+    Raises:
+        ShapeError: it is not a number.
+    """
+    return attr_float(node, "epsilon", DEFAULT_EPSILON)
 
 
 def infer(node, input_types, input_constants):

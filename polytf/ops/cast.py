@@ -33,11 +33,10 @@ COMPUTE_DTYPE = "float32"
 
 def _dtype_attr(node, name: str, default: str | None) -> str:
     value = node.attr(name, default)
-    if isinstance(value, bytes):
-        value = value.decode()
     if value is None:
         raise ShapeError(f"Cast node '{node.name}' has no {name} attr")
-    value = np.dtype(value).name if not isinstance(value, str) else value
+    if not isinstance(value, str):
+        raise ShapeError(f"Cast node '{node.name}': attr {name} must be a dtype, got {value!r}")
     if value not in CAST_DTYPES:
         raise ShapeError(f"Cast node '{node.name}': {name}={value} is not supported (polytf casts between {', '.join(CAST_DTYPES)})")
     return value

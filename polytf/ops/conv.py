@@ -26,14 +26,13 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import REQUIRED, attr_ints, attr_string
 from polytf.ops.registry import CONTRACTION, OpDefinition, register
 from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
-
-def attr_str(node, key: str, default: str) -> str:
-    value = node.attr(key, default)
-    return value.decode() if isinstance(value, bytes) else str(value)
+#: TensorFlow's padding schemes polytf compiles (EXPLICIT only for DepthwiseConv2dNative)
+PADDINGS = ("SAME", "VALID")
 
 
 @dataclass(frozen=True)
@@ -90,19 +89,21 @@ def window(size: int, kernel: int, stride: int, dilation: int, padding: str, wha
     return Window(size, kernel, stride, dilation, output, pad_before, pad_after)
 
 
-def nhwc_4tuple(node, key: str, default) -> tuple[int, int, int, int]:
-    """A 4-tuple attr in NHWC order whose batch and channel entries must be 1."""
-    value = node.attr(key, default)
-    if value is None or len(value) != 4:
-        raise ShapeError(f"{node.op} attr '{key}' must have 4 entries (NHWC), got {value!r}")
-    value = tuple(int(v) for v in value)
+def nhwc_4tuple(node, key: str, default=REQUIRED) -> tuple[int, int, int, int]:
+    """A 4-tuple attr in NHWC order whose batch and channel entries must be 1 (required
+    unless ``default`` is given).
+
+    Raises:
+        ShapeError: missing, not 4 integers, or batch/channel entries other than 1.
+    """
+    value = attr_ints(node, key, default, length=4)
     if value[0] != 1 or value[3] != 1:
         raise ShapeError(f"{node.op} attr '{key}' = {value}: batch and channel entries must be 1")
     return value
 
 
 def check_nhwc(node) -> None:
-    data_format = attr_str(node, "data_format", "NHWC")
+    data_format = attr_string(node, "data_format", "NHWC")
     if data_format != "NHWC":
         raise ShapeError(f"{node.op} with data_format {data_format!r} is unsupported: polytf supports NHWC only")
 
@@ -122,9 +123,9 @@ def geometry(node, input_type: TensorType, filter_type: TensorType) -> ConvGeome
         raise ShapeError(f"Conv2D needs a rank-4 NHWC input, got {input_type}")
     if filter_type.rank != 4:
         raise ShapeError(f"Conv2D needs a rank-4 HWIO filter, got {filter_type}")
-    strides = nhwc_4tuple(node, "strides", None)
+    strides = nhwc_4tuple(node, "strides")
     dilations = nhwc_4tuple(node, "dilations", (1, 1, 1, 1))
-    padding = attr_str(node, "padding", "VALID")
+    padding = attr_string(node, "padding", allowed=(*PADDINGS, "EXPLICIT"))  # EXPLICIT: refused by window()
     n, h, w, c = input_type.shape
     kh, kw, fc, o = filter_type.shape
     if not input_type.is_static or not filter_type.is_static:

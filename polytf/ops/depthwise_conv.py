@@ -28,7 +28,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.conv import Window, attr_str, check_nhwc, nhwc_4tuple, window
+from polytf.ops.attributes import attr_ints, attr_string
+from polytf.ops.conv import PADDINGS, Window, check_nhwc, nhwc_4tuple, window
 from polytf.ops.registry import CONTRACTION, OpDefinition, register
 from polytf.poly.expression import Access, AffineExpr, Binary, Constant, FloorDiv, Load, Modulo
 from polytf.poly.statement import Statement
@@ -70,8 +71,7 @@ def explicit_window(size: int, kernel: int, stride: int, dilation: int, pad_befo
 
 
 def _explicit_paddings(node) -> tuple[tuple[int, int], ...]:
-    value = node.attr("explicit_paddings", ())
-    value = tuple(int(v) for v in value)
+    value = attr_ints(node, "explicit_paddings", ())
     if len(value) != 8:
         raise ShapeError(f"{OP} node '{node.name}' with padding EXPLICIT needs 8 explicit_paddings (NHWC before/after), got {value}")
     pairs = tuple((value[2 * k], value[2 * k + 1]) for k in range(4))
@@ -94,9 +94,9 @@ def geometry(node, input_type: TensorType, filter_type: TensorType) -> Depthwise
         raise ShapeError(f"{OP} needs a rank-4 [KH, KW, C, M] filter, got {filter_type}")
     if not input_type.is_static or not filter_type.is_static:
         raise ShapeError(f"{OP} needs static shapes, got input {input_type} and filter {filter_type}")
-    strides = nhwc_4tuple(node, "strides", None)
+    strides = nhwc_4tuple(node, "strides")
     dilations = nhwc_4tuple(node, "dilations", (1, 1, 1, 1))
-    padding = attr_str(node, "padding", "VALID")
+    padding = attr_string(node, "padding", allowed=(*PADDINGS, "EXPLICIT"))
     n, h, w, c = input_type.shape
     kh, kw, fc, m = filter_type.shape
     if c != fc:

@@ -28,6 +28,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_string
 from polytf.ops.registry import CONTRACTION, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
@@ -71,11 +72,9 @@ def parse_equation(node) -> EinsumEquation:
     Raises:
         ShapeError: a missing or unsupported equation (the node and the reason are named).
     """
-    equation = node.attr("equation")
-    if isinstance(equation, bytes):
-        equation = equation.decode()
-    if not isinstance(equation, str) or not equation:
-        raise ShapeError(f"Einsum node '{node.name}' has no equation attr")
+    equation = attr_string(node, "equation")
+    if not equation:
+        raise ShapeError(f"Einsum node '{node.name}' has an empty equation attr")
     text = equation.replace(" ", "")
 
     def unsupported(reason: str) -> ShapeError:

@@ -23,6 +23,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_string
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load, Unary
 from polytf.poly.statement import Statement
@@ -131,7 +132,7 @@ def lower_squared_difference(node, inputs, outputs, context):
 
 
 def _check_bias_format(node) -> None:
-    data_format = node.attr("data_format", "NHWC")
+    data_format = attr_string(node, "data_format", "NHWC")
     if isinstance(data_format, bytes):
         data_format = data_format.decode()
     if data_format != "NHWC":

@@ -21,6 +21,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.registry import REDUCTION, OpDefinition, register
 from polytf.poly.expression import Access, AffineExpr, Load
@@ -40,7 +41,7 @@ def _axis(node, rank: int, axis_value) -> int:
 
 
 def _check_batch_dims(node) -> None:
-    batch_dims = int(node.attr("batch_dims", 0))
+    batch_dims = attr_int(node, "batch_dims", 0)
     if batch_dims != 0:
         raise ShapeError(f"GatherV2 node '{node.name}' has batch_dims={batch_dims}; polytf supports batch_dims=0 only")
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_bool
 from polytf.ops.registry import CONTRACTION, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
@@ -20,20 +21,20 @@ def infer(node, input_types, input_constants):
     a, b = input_types
     if a.rank != 2 or b.rank != 2:
         raise ShapeError(f"MatMul needs rank-2 inputs, got {a} and {b}")
-    m, k = (a.shape[1], a.shape[0]) if node.attr("transpose_a", False) else a.shape
-    k2, n = (b.shape[1], b.shape[0]) if node.attr("transpose_b", False) else b.shape
+    m, k = (a.shape[1], a.shape[0]) if attr_bool(node, "transpose_a", False) else a.shape
+    k2, n = (b.shape[1], b.shape[0]) if attr_bool(node, "transpose_b", False) else b.shape
     if k is not None and k2 is not None and k != k2:
         raise ShapeError(
-            f"MatMul inner dimensions differ: {a} x {b} (transpose_a={node.attr('transpose_a', False)}, transpose_b={node.attr('transpose_b', False)})"
+            f"MatMul inner dimensions differ: {a} x {b} (transpose_a={attr_bool(node, 'transpose_a', False)}, transpose_b={attr_bool(node, 'transpose_b', False)})"
         )
     return (TensorType((m, n), a.dtype),)
 
 
 def reference(node, inputs):
     a, b = inputs
-    if node.attr("transpose_a", False):
+    if attr_bool(node, "transpose_a", False):
         a = a.T
-    if node.attr("transpose_b", False):
+    if attr_bool(node, "transpose_b", False):
         b = b.T
     return (np.matmul(a, b).astype(np.float32),)
 
@@ -43,9 +44,9 @@ def lower(node, inputs, outputs, context):
     a, b = inputs
     (c,) = outputs
     m, n = c.shape
-    k = a.shape[0] if node.attr("transpose_a", False) else a.shape[1]
-    a_access = Access.of(a.name, "r0", "d0") if node.attr("transpose_a", False) else Access.of(a.name, "d0", "r0")
-    b_access = Access.of(b.name, "d1", "r0") if node.attr("transpose_b", False) else Access.of(b.name, "r0", "d1")
+    k = a.shape[0] if attr_bool(node, "transpose_a", False) else a.shape[1]
+    a_access = Access.of(a.name, "r0", "d0") if attr_bool(node, "transpose_a", False) else Access.of(a.name, "d0", "r0")
+    b_access = Access.of(b.name, "d1", "r0") if attr_bool(node, "transpose_b", False) else Access.of(b.name, "r0", "d1")
     out = Access.of(c.name, "d0", "d1")
     init = Statement(context.statement_name(), ("d0", "d1"), (m, n), out, Constant(0.0), node=node.name, op=node.op)
     update = Statement(

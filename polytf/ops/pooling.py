@@ -32,7 +32,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.conv import attr_str, check_nhwc, nhwc_4tuple, window
+from polytf.ops.attributes import attr_string
+from polytf.ops.conv import PADDINGS, check_nhwc, nhwc_4tuple, window
 from polytf.ops.registry import REDUCTION, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
@@ -44,9 +45,9 @@ def geometry(node, input_type: TensorType):
         raise ShapeError(f"{node.op} needs a rank-4 NHWC input, got {input_type}")
     if not input_type.is_static:
         raise ShapeError(f"{node.op} needs a static input shape, got {input_type}")
-    ksize = nhwc_4tuple(node, "ksize", None)
-    strides = nhwc_4tuple(node, "strides", None)
-    padding = attr_str(node, "padding", "VALID")
+    ksize = nhwc_4tuple(node, "ksize")
+    strides = nhwc_4tuple(node, "strides")
+    padding = attr_string(node, "padding", allowed=(*PADDINGS, "EXPLICIT"))  # EXPLICIT: refused by window()
     _, h, w, _ = input_type.shape
     height = window(h, ksize[1], strides[1], 1, padding, f"{node.op} height")
     width = window(w, ksize[2], strides[2], 1, padding, f"{node.op} width")

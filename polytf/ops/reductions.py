@@ -32,13 +32,14 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_bool
 from polytf.ops.registry import REDUCTION, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
 
 def _keep_dims(node) -> bool:
-    return bool(node.attr("keep_dims", False))
+    return attr_bool(node, "keep_dims", False)
 
 
 def reduction_axes(node, rank: int, indices) -> tuple[int, ...]:

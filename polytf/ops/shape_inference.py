@@ -15,9 +15,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from polytf.config import FrontendConfig
 from polytf.errors import GraphError, ShapeError
 from polytf.graph import Graph, Node, TensorType, split_tensor_name, tensor_name
 from polytf.ops import registry
+from polytf.ops.arity import check_arity
 from polytf.ops.sources import placeholder_shape
 
 #: dtype of every tensor computed at run time.
@@ -60,10 +62,13 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
         target = node
         if node.op == "Placeholder" and node.name in overrides:
             target = Node(node.name, node.op, node.inputs, node.control_inputs, {**node.attrs, "shape": overrides[node.name]})
+        check_arity(node)
         try:
             outputs = tuple(definition.infer(target, input_types, input_constants))
         except ShapeError as error:
             raise error.with_context(f"while inferring shapes of node '{node.name}' ({node.op})") from None
+        except MALFORMED_NODE_ERRORS as error:
+            raise malformed(node, error) from None
 
         output_names = [node.output(k) for k in range(len(outputs))]
         for name, output_type in zip(output_names, outputs):
@@ -73,7 +78,10 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
         if node.op == "Const":
             constants[node.output(0)] = np.asarray(node.attr("value"))
         else:
-            values = _fold(node, definition, input_types, outputs, constants)
+            try:
+                values = _fold(node, definition, input_types, outputs, constants)
+            except MALFORMED_NODE_ERRORS as error:
+                raise malformed(node, error) from None
             for name, value in zip(output_names, values or ()):
                 constants[name] = np.asarray(value)
 
@@ -86,6 +94,19 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
         if types[name].dtype != COMPUTE_DTYPE:
             raise ShapeError(f"graph output '{tensor}' has dtype {types[name].dtype}; polytf compiles {COMPUTE_DTYPE} only")
     return graph.with_changes(types=types, constants=constants)
+
+
+#: What an op's rule raises on a node whose attributes or inputs it did not expect (a
+#: value of the wrong kind, a list of the wrong length): reported as a malformed node.
+MALFORMED_NODE_ERRORS = (IndexError, KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError)
+
+
+def malformed(node: Node, error: Exception) -> ShapeError:
+    """The error for a node an op's rule could not read (see :data:`MALFORMED_NODE_ERRORS`)."""
+    return ShapeError(
+        f"node '{node.name}' ({node.op}) is malformed: its attributes or inputs are not what {node.op} takes "
+        f"({type(error).__name__}: {str(error)[:200]}); attributes given: {sorted(node.attrs)}"
+    )
 
 
 def _check_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:
@@ -122,6 +143,13 @@ def _check_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]])
 
 def _check_static(node: Node, name: str, output_type: TensorType) -> None:
     if output_type.is_static:
+        limit = FrontendConfig().max_tensor_elements
+        if any(d < 0 for d in output_type.shape) or output_type.element_count > limit:
+            raise ShapeError(
+                f"node '{node.name}' ({node.op}) output '{name}' would be {output_type}: "
+                f"{output_type.element_count:,} elements, over polytf's limit of {limit:,} (FrontendConfig.max_tensor_elements); "
+                "check the model's dimensions (or the --input shapes)"
+            )
         return
     if node.op == "Placeholder":
         example = tuple(1 if d is None else d for d in output_type.shape)

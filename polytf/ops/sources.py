@@ -15,6 +15,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_string
 from polytf.ops.registry import SOURCE, OpDefinition, register
 
 
@@ -34,12 +35,14 @@ def placeholder_shape(node) -> tuple[int | None, ...] | None:
     shape = node.attr("shape")
     if shape is None:
         return None
-    return tuple(None if d is None or int(d) < 0 else int(d) for d in shape)
+    if not isinstance(shape, tuple) or not all(d is None or (isinstance(d, int) and not isinstance(d, bool)) for d in shape):
+        raise ShapeError(f"placeholder '{node.name}' has a shape attribute that is not a shape: {shape!r}")
+    return tuple(None if d is None or d < 0 else d for d in shape)
 
 
 def infer_placeholder(node, input_types, input_constants):
     shape = placeholder_shape(node)
-    dtype = dtype_name(node.attr("dtype", "float32"))
+    dtype = dtype_name(attr_string(node, "dtype"))
     if shape is None:
         raise ShapeError(
             f"placeholder '{node.name}' has unknown rank; fix it with --input {node.name}:D0,D1,... (CLI) "

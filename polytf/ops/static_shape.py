@@ -36,6 +36,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.registry import REDUCTION, SOURCE, OpDefinition, register
 from polytf.poly.expression import Access, AffineExpr, Load
@@ -126,9 +127,9 @@ def slice_plan(node, shape: tuple[int, ...], begin: list[int], end: list[int], s
     name = f"StridedSlice node '{node.name}'"
     if not len(begin) == len(end) == len(strides):
         raise ShapeError(f"{name}: begin, end and strides have different lengths ({len(begin)}, {len(end)}, {len(strides)})")
-    begin_mask, end_mask = int(node.attr("begin_mask", 0)), int(node.attr("end_mask", 0))
-    ellipsis_mask, new_axis_mask = int(node.attr("ellipsis_mask", 0)), int(node.attr("new_axis_mask", 0))
-    shrink_mask = int(node.attr("shrink_axis_mask", 0))
+    begin_mask, end_mask = attr_int(node, "begin_mask", 0), attr_int(node, "end_mask", 0)
+    ellipsis_mask, new_axis_mask = attr_int(node, "ellipsis_mask", 0), attr_int(node, "new_axis_mask", 0)
+    shrink_mask = attr_int(node, "shrink_axis_mask", 0)
     if ellipsis_mask & (ellipsis_mask - 1):
         raise ShapeError(f"{name}: ellipsis_mask {ellipsis_mask} has more than one bit set (multiple ellipses)")
     sparse_count = len(begin)
@@ -246,7 +247,7 @@ def lower_strided_slice(node, inputs, outputs, context):
 
 
 def _pack_axis(node, rank: int) -> int:
-    axis = int(node.attr("axis", 0))
+    axis = attr_int(node, "axis", 0)
     if not -(rank + 1) <= axis <= rank:
         raise ShapeError(f"Pack node '{node.name}': axis {axis} is out of range for inputs of rank {rank} (allowed: [{-(rank + 1)}, {rank}])")
     return axis % (rank + 1)
@@ -255,7 +256,7 @@ def _pack_axis(node, rank: int) -> int:
 def infer_pack(node, input_types, input_constants):
     if not input_types:
         raise ShapeError(f"Pack node '{node.name}' has no inputs")
-    count = node.attr("N", len(input_types))
+    count = attr_int(node, "N", len(input_types))
     if count != len(input_types):
         raise ShapeError(f"Pack node '{node.name}' has attr N={count} but {len(input_types)} inputs")
     first = input_types[0]

@@ -24,6 +24,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.attributes import attr_ints
 from polytf.ops.registry import NO_OUTPUT, VIEW, OpDefinition, register
 
 # --- Identity ------------------------------------------------------------------------
@@ -88,10 +89,9 @@ def reference_reshape(node, inputs):
 
 
 def _squeeze_dims(node) -> tuple[int, ...]:
-    dims = node.attr("squeeze_dims")
-    if dims is None:
-        dims = node.attr("axis", ())
-    return tuple(int(d) for d in dims)
+    if "squeeze_dims" in node.attrs:
+        return attr_ints(node, "squeeze_dims")
+    return attr_ints(node, "axis", ())
 
 
 def _squeezed_axes(node, input_type: TensorType) -> tuple[int, ...]:

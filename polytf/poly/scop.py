@@ -52,6 +52,22 @@ class Scop:
     arrays: tuple[ArrayInfo, ...]
     ops: tuple[tuple[str, str], ...] = ()
 
+    def __hash__(self) -> int:
+        # computed once: Scops key memoised analyses (dependences, the anchor statement)
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.name, self.statements, self.arrays, self.ops))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __getstate__(self) -> dict:
+        # no cached isl objects or hash across processes (hashes of str differ between them)
+        return {f: getattr(self, f) for f in ("name", "statements", "arrays", "ops")}
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
     def array(self, name: str) -> ArrayInfo:
         for info in self.arrays:
             if info.name == name:
@@ -67,21 +83,32 @@ class Scop:
     @cached_property
     def domain(self) -> isl.UnionSet:
         """Union of all iteration domains."""
-        result = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-        for statement in self.statements:
-            result = result.union(isl.UnionSet.from_set(statement.domain()))
-        return result
+        empty = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+        return balanced_union([isl.UnionSet.from_set(s.domain()) for s in self.statements], empty)
 
     def writes(self) -> isl.UnionMap:
-        """Write access relations of all statements."""
-        return _union(s.access_map(s.write) for s in self.statements)
+        """Write access relations of all statements (computed once per Scop)."""
+        return self._writes
 
     def reads(self) -> isl.UnionMap:
-        """Read access relations of all statements."""
-        return _union(s.access_map(a) for s in self.statements for a in s.reads)
+        """Read access relations of all statements (computed once per Scop)."""
+        return self._reads
 
     def original_schedule(self) -> isl.UnionMap:
-        """Program order: ``S_n[x] -> [n, x, 0...]`` (statement order, then lexicographic)."""
+        """Program order: ``S_n[x] -> [n, x, 0...]`` (statement order, then lexicographic;
+        computed once per Scop)."""
+        return self._original_schedule
+
+    @cached_property
+    def _writes(self) -> isl.UnionMap:
+        return _union(s.access_map(s.write) for s in self.statements)
+
+    @cached_property
+    def _reads(self) -> isl.UnionMap:
+        return _union(s.access_map(a) for s in self.statements for a in s.reads)
+
+    @cached_property
+    def _original_schedule(self) -> isl.UnionMap:
         depth = max(len(s.iterators) for s in self.statements)
         parts = []
         for position, s in enumerate(self.statements):
@@ -121,7 +148,12 @@ class Scop:
 
 
 def _union(maps) -> isl.UnionMap:
-    result = isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    for m in maps:
-        result = result.union(isl.UnionMap.from_map(m))
-    return result
+    return balanced_union([isl.UnionMap.from_map(m) for m in maps], isl.UnionMap.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0)))
+
+
+def balanced_union(parts: list, empty):
+    """Union of ``parts`` (isl union sets or maps) by pairs, in ``log2(len(parts))`` rounds:
+    each union copies its operands, so a left fold would cost ``O(len(parts)**2)``."""
+    while len(parts) > 1:
+        parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0] if parts else empty

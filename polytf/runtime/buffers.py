@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 ALIGNMENT_BYTES = 64
@@ -19,12 +17,14 @@ def aligned_empty(shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
     return raw[offset: offset + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
+def aligned_zeros(shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
+    """Like :func:`aligned_empty`, filled with zeros."""
+    result = aligned_empty(shape, dtype)
+    result[...] = 0
+    return result
+
+
 def aligned_copy(value: np.ndarray, dtype: str = "float32") -> np.ndarray:
     result = aligned_empty(tuple(value.shape), dtype)
     result[...] = value
     return result
-
-
-def pointer_table(arrays: list[np.ndarray]) -> ctypes.Array:
-    """A ``void*[]`` of the arrays' data addresses (the kernel ABI of polytf.targets)."""
-    return (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])

@@ -3,30 +3,51 @@
 Layout of a cache directory::
 
     records/<key digest>.json   one TuningRecord per kernel × target × versions × knobs
-    studies.db                  the Optuna study storage (SQLite) of every tuning run
+    studies.db                  the Optuna study storage (SQLite, WAL) of every tuning run
+    locks/<name>.lock           file locks shared by the processes using the cache
 
 The directory is the user's cache directory (platformdirs) unless ``--cache-dir`` or
-``POLYTF_CACHE_DIR`` says otherwise. Records are written atomically (temporary file
-then rename), so an interrupted run never leaves a half-written record.
+``POLYTF_CACHE_DIR`` says otherwise.
+
+A record is used only after it has been validated (:mod:`polytf.runtime.tuning_record`)
+and its stored key equals the key looked up (:mod:`polytf.runtime.cache_key`): a corrupt,
+foreign or malformed record is skipped with one :class:`~polytf.errors.CacheWarning` that
+names the file and the reason, and the kernel falls back to its default recipe.
+
+Several processes may use one cache at once (two ``polytf tune`` runs, a tune and a
+load). Records are written under the ``records`` lock, to a temporary file renamed over
+the record, so a reader sees the old record or the new one, never half of one; two
+tuners of the same kernel: the last writer wins. The study database is created under the
+``studies`` lock (:mod:`polytf.runtime.study_storage`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
+import re
 import tempfile
-from dataclasses import asdict, dataclass, field
+import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import islpy
-import llvmlite
 import platformdirs
+from filelock import FileLock, Timeout
 
-import polytf
 from polytf.config import CACHE_DIR_ENVIRONMENT_VARIABLE
-from polytf.errors import CacheError
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.errors import CacheError, CacheWarning
+from polytf.runtime.cache_key import CacheKey, describe_key_differences, stored_key_problem
+from polytf.runtime.study_storage import delete_idle_studies, open_study_storage, sqlite_url
+from polytf.runtime.tuning_record import MAX_RECORD_BYTES, TuningRecord, parse_record_text, record_to_json
+
+if TYPE_CHECKING:  # pragma: no cover
+    import optuna
+
+__all__ = ["CacheKey", "ClearReport", "KernelCache", "RecordEntry", "TuningRecord", "default_cache_dir"]
+
+#: Seconds a process waits for a cache lock before giving up (locks are held for milliseconds to seconds).
+LOCK_TIMEOUT_S = 300.0
+_LOCK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def default_cache_dir() -> Path:
@@ -37,61 +58,46 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("polytf", appauthor=False))
 
 
-@dataclass(frozen=True)
-class CacheKey:
-    """What a tuning record is valid for.
+class CacheLock(FileLock):
+    """A :class:`filelock.FileLock` whose timeout raises :class:`CacheError` (naming the lock file)."""
 
-    Attributes:
-        scop_fingerprint: the kernel's computation, shapes and dtypes (Scop.fingerprint).
-        target: the target's fingerprint (triple, CPU name and features, LLVM version).
-        threads: thread count the kernel was measured with.
-        knobs: code-changing settings from polytf.config.
-        versions: polytf, islpy and llvmlite versions.
-    """
-
-    scop_fingerprint: str
-    target: dict
-    threads: int
-    knobs: dict
-    versions: dict = field(default_factory=lambda: {"polytf": polytf.__version__, "islpy": islpy.__version__, "llvmlite": llvmlite.__version__})
-
-    def digest(self) -> str:
-        text = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+    def acquire(self, *args, **kwargs):
+        try:
+            return super().acquire(*args, **kwargs)
+        except Timeout:
+            raise CacheError(
+                f"timed out after {self.timeout:.0f} s waiting for the cache lock {self.lock_file}: another polytf process holds it"
+            ) from None
 
 
 @dataclass(frozen=True)
-class TuningRecord:
-    """The outcome of tuning one kernel (the recipe, never a binary).
+class RecordEntry:
+    """One file of ``records/``, as ``polytf cache list`` and ``polytf cache verify`` see it.
 
     Attributes:
-        key: the CacheKey, as a dict.
-        kernel: kernel name where it was tuned (informational).
-        ops: op types fused into it.
-        recipe: the best recipe, as a dict (ScheduleRecipe.to_dict).
-        default_latency_s: median latency of the default recipe.
-        best_latency_s: median latency of the best recipe.
-        trials: trials run; failed_trials: of which failed (illegal, compile error, wrong result).
-        complete: False when tuning was interrupted before all trials ran.
+        path: the record file.
+        record: the parsed record, or None if it is invalid.
+        problem: why the record is invalid (it is then never used), or None.
     """
 
-    key: dict
-    kernel: str
-    ops: tuple[str, ...]
-    recipe: dict
-    default_latency_s: float
-    best_latency_s: float
-    trials: int
-    failed_trials: int
-    complete: bool = True
+    path: Path
+    record: TuningRecord | None
+    problem: str | None
 
-    @property
-    def schedule_recipe(self) -> ScheduleRecipe:
-        return ScheduleRecipe.from_dict(self.recipe)
 
-    @property
-    def speedup(self) -> float:
-        return self.default_latency_s / self.best_latency_s if self.best_latency_s > 0 else float("nan")
+@dataclass(frozen=True)
+class ClearReport:
+    """What :meth:`KernelCache.clear` removed.
+
+    Attributes:
+        records: record files removed.
+        studies_removed: Optuna studies deleted from the study database.
+        studies_kept: studies kept because a tuner is using them.
+    """
+
+    records: int
+    studies_removed: int = 0
+    studies_kept: int = 0
 
 
 class KernelCache:
@@ -105,14 +111,52 @@ class KernelCache:
         return self.directory / "records"
 
     @property
+    def locks_dir(self) -> Path:
+        return self.directory / "locks"
+
+    @property
+    def study_database(self) -> Path:
+        return self.directory / "studies.db"
+
+    @property
     def study_storage_url(self) -> str:
-        """SQLAlchemy URL of the Optuna storage (creates the directory)."""
+        """SQLAlchemy URL of the Optuna storage (creates the directory); prefer :meth:`study_storage`,
+        which also sets WAL mode and a busy timeout and creates the tables under a lock."""
         self._ensure()
-        return f"sqlite:///{(self.directory / 'studies.db').as_posix()}"
+        return sqlite_url(self.study_database)
+
+    def study_storage(self) -> optuna.storages.RDBStorage:
+        """The Optuna storage of every study of this cache: ``studies.db`` (SQLite in WAL
+        mode, connections wait up to a minute for a lock), created under the ``studies``
+        lock so that concurrent processes never race on its schema.
+
+        Raises:
+            CacheError: the directory or database cannot be created or opened.
+        """
+        self._ensure()
+        with self.lock("studies"):
+            return open_study_storage(self.study_database)
+
+    def lock(self, name: str) -> FileLock:
+        """An inter-process lock ``locks/<name>.lock`` (reentrant within a thread; waits
+        up to :data:`LOCK_TIMEOUT_S`, then raises CacheError).
+
+        Args:
+            name: letters, digits, ``.``, ``_`` and ``-`` (e.g. ``"records"``, ``"studies"``,
+                ``"study-<digest>"``).
+
+        Raises:
+            CacheError: an invalid name, or the directory cannot be created.
+        """
+        if not _LOCK_NAME.fullmatch(name):
+            raise CacheError(f"invalid cache lock name {name!r}: use letters, digits, '.', '_' and '-'")
+        self._ensure()
+        return CacheLock(str(self.locks_dir / f"{name}.lock"), timeout=LOCK_TIMEOUT_S, is_singleton=True)
 
     def _ensure(self) -> None:
         try:
             self.records_dir.mkdir(parents=True, exist_ok=True)
+            self.locks_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise CacheError(f"cannot create cache directory {self.directory}: {error}; choose another with --cache-dir or POLYTF_CACHE_DIR") from None
 
@@ -120,54 +164,124 @@ class KernelCache:
         return self.records_dir / f"{key.digest()}.json"
 
     def load(self, key: CacheKey) -> TuningRecord | None:
-        """The record for ``key``, or None. A corrupt record file raises CacheError."""
-        path = self.path_for(key)
-        if not path.exists():
-            return None
-        return _read_record(path)
+        """The valid record for ``key``, or None.
 
-    def save(self, record: TuningRecord, key: CacheKey) -> Path:
-        """Write ``record`` atomically; returns its path."""
-        self._ensure()
+        A record that cannot be used (corrupt or truncated JSON, a schema violation, a
+        malformed recipe, or a stored key other than ``key``) gives None and one
+        :class:`CacheWarning` naming the file and the reason. Never raises because of a
+        record's contents.
+        """
         path = self.path_for(key)
         try:
-            with tempfile.NamedTemporaryFile("w", dir=self.records_dir, suffix=".tmp", delete=False) as handle:
-                json.dump(asdict(record), handle, indent=2, sort_keys=True)
-                temporary = handle.name
-            os.replace(temporary, path)
-        except OSError as error:
-            raise CacheError(f"cannot write tuning record {path}: {error}") from None
+            if not path.is_file():
+                return None
+            record = _parse_file(path)
+            expected = key.as_dict()
+            if record.key != expected:
+                raise CacheError(describe_key_differences(record.key, expected))
+        except OSError as error:  # e.g. a records directory this user may not read
+            warn_ignored_record(path, f"it cannot be read ({error.strerror or error})")
+            return None
+        except CacheError as error:
+            warn_ignored_record(path, str(error))
+            return None
+        return record
+
+    def save(self, record: TuningRecord, key: CacheKey) -> Path:
+        """Write ``record`` as the record of ``key`` (its ``key`` field set to
+        ``key.as_dict()``), atomically and under the ``records`` lock; returns its path.
+
+        Raises:
+            CacheError: the file cannot be written, or the record is invalid.
+        """
+        text = record_to_json(replace(record, key=key.as_dict()))
+        self._ensure()
+        path = self.path_for(key)
+        with self.lock("records"):
+            temporary = None
+            try:
+                with tempfile.NamedTemporaryFile("w", dir=self.records_dir, suffix=".tmp", delete=False, encoding="utf-8") as handle:
+                    temporary = handle.name
+                    handle.write(text)
+                os.replace(temporary, path)
+            except OSError as error:
+                if temporary is not None:
+                    Path(temporary).unlink(missing_ok=True)
+                raise CacheError(f"cannot write tuning record {path}: {error}") from None
         return path
 
-    def records(self) -> list[TuningRecord]:
-        """Every record in the cache (unreadable files are skipped)."""
+    def entries(self) -> list[RecordEntry]:
+        """Every file of ``records/``, valid or not, sorted by name. A record is checked
+        against its own key (fields, digest, file name), not against this machine."""
         result = []
-        if not self.records_dir.exists():
+        if not self.records_dir.is_dir():
             return result
         for path in sorted(self.records_dir.glob("*.json")):
             try:
-                result.append(_read_record(path))
-            except CacheError:
+                record = _parse_file(path)
+            except CacheError as error:
+                result.append(RecordEntry(path, None, str(error)))
                 continue
+            problem = stored_key_problem(record.key, path.stem)
+            result.append(RecordEntry(path, None, problem) if problem else RecordEntry(path, record, None))
         return result
 
-    def clear(self) -> int:
-        """Delete every record and the study storage; returns the number of records removed."""
+    def records(self) -> list[TuningRecord]:
+        """Every valid record in the cache (invalid files are skipped silently; see :meth:`entries`)."""
+        return [entry.record for entry in self.entries() if entry.record is not None]
+
+    def clear(self) -> ClearReport:
+        """Delete every record and every study no tuner is using.
+
+        Records are removed under the ``records`` lock (a tuner writing one at the same
+        moment either finishes first, and its record is removed, or writes it after). The
+        study database is not deleted as a file (a running tuner keeps its connections to
+        it); its studies are deleted one transaction each under the ``studies`` lock,
+        except those a tuner is using (a running trial, or one finished in the last ten
+        minutes): :func:`polytf.runtime.study_storage.delete_idle_studies`.
+
+        Raises:
+            CacheError: a file cannot be removed or the study database cannot be written.
+        """
+        if not self.directory.is_dir():
+            return ClearReport(0)
         count = 0
-        if self.records_dir.exists():
-            for path in self.records_dir.glob("*.json"):
-                path.unlink()
-                count += 1
-        database = self.directory / "studies.db"
-        if database.exists():
-            database.unlink()
-        return count
+        with self.lock("records"):
+            try:
+                for path in self.records_dir.glob("*.json"):
+                    path.unlink(missing_ok=True)
+                    count += 1
+                for path in self.records_dir.glob("*.tmp"):  # left by a process killed while writing
+                    path.unlink(missing_ok=True)
+            except OSError as error:
+                raise CacheError(f"cannot remove tuning records from {self.records_dir}: {error}") from None
+        with self.lock("studies"):
+            removed, kept = delete_idle_studies(self.study_database)
+        return ClearReport(count, removed, kept)
 
 
-def _read_record(path: Path) -> TuningRecord:
+def read_record(path: Path) -> TuningRecord:
+    """Read and validate the record file at ``path`` (its key is not compared with anything).
+
+    Raises:
+        CacheError: unreadable, not JSON, or a schema violation; the message names the file.
+    """
     try:
-        data = json.loads(path.read_text())
-        data["ops"] = tuple(data["ops"])
-        return TuningRecord(**data)
-    except (OSError, ValueError, TypeError, KeyError) as error:
-        raise CacheError(f"tuning record {path} is unreadable ({error}); delete it or run `polytf cache clear`") from None
+        return _parse_file(path)
+    except CacheError as error:
+        raise CacheError(f"tuning record {path}: {error}") from None
+
+
+def warn_ignored_record(path: Path, reason: str) -> None:
+    """Emit the one CacheWarning of an unusable record: its file, the reason, the fallback."""
+    warnings.warn(CacheWarning(f"ignoring tuning record {path}: {reason}; the kernel uses its default recipe"), stacklevel=3)
+
+
+def _parse_file(path: Path) -> TuningRecord:
+    """:func:`read_record` whose CacheError says only what is wrong (the caller names the file)."""
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(MAX_RECORD_BYTES + 1)  # never more, whatever the file is
+    except OSError as error:
+        raise CacheError(f"it cannot be read ({error.strerror or error})") from None
+    return parse_record_text(text)

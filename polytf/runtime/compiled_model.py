@@ -1,15 +1,16 @@
-"""CompiledModel: a whole graph as a sequence of native kernel calls over
-preallocated buffers.
+"""CompiledModel: a whole graph as a sequence of native kernel calls.
 
-Calling the model copies the inputs into their buffers, calls each kernel once
-through ctypes (which releases the GIL) and returns copies of the outputs. There is
-no per-element Python on this path.
+Calling the model converts each input once, takes an execution context (its own
+intermediate, temporary and scratch buffers: :mod:`polytf.runtime.execution_context`),
+binds the inputs and fresh output arrays into the context's argument tables (each
+binding size-checked: :mod:`polytf.runtime.argument_table`), calls each kernel once
+through ctypes (which releases the GIL) and returns the outputs. There is no
+per-element Python on this path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,7 +18,18 @@ from polytf.errors import GraphError, ShapeError
 from polytf.graph import Graph, split_tensor_name
 from polytf.graph.passes.fusion import resolve_view
 from polytf.ops.lowering import LoweredKernel
-from polytf.runtime.buffers import aligned_copy, aligned_empty, pointer_table
+from polytf.runtime.buffers import aligned_copy
+from polytf.runtime.execution_context import (
+    CONSTANT,
+    INPUT,
+    INTERMEDIATE,
+    OUTPUT,
+    PRIVATE,
+    ContextPool,
+    ExecutionContext,
+    KernelPlan,
+    SlotBinding,
+)
 from polytf.runtime.timing import call_latencies
 from polytf.targets.target import CompiledKernel
 
@@ -28,16 +40,14 @@ def output_key(tensor: str) -> str:
     return node if port == 0 else f"{node}:{port}"
 
 
-@dataclass
-class KernelCall:
-    kernel: CompiledKernel
-    lowered: LoweredKernel
-    arrays: list[np.ndarray]
-    table: object
-
-
 class CompiledModel:
     """A callable model: ``model(**{placeholder_name: array}) -> {output_name: array}``.
+
+    Thread safety: a CompiledModel may be called from any number of threads at once.
+    Each call runs on its own execution context (intermediate tensors, temporaries,
+    packing and padding scratch), taken from a pool that grows with the number of calls
+    in flight; constants are shared and only read. Results are identical to those of
+    single-threaded calls.
 
     Args:
         graph: the typed graph the kernels were compiled from.
@@ -48,6 +58,10 @@ class CompiledModel:
         input_types: placeholder name -> TensorType.
         output_names: keys of the returned dictionary, in the graph's output order.
         recipes: kernel name -> the ScheduleRecipe it runs with.
+
+    Raises:
+        GraphError: a kernel reads a tensor that nothing provides (a polytf bug).
+        ShapeError: a buffer does not fit its kernel (a polytf bug).
     """
 
     def __init__(self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CompiledKernel]], threads: int, source: str = "") -> None:
@@ -56,57 +70,75 @@ class CompiledModel:
         self.source = source or graph.source
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
         self.output_names = tuple(output_key(t) for t in graph.outputs)
-        self._buffers: dict[str, np.ndarray] = {}
-        for placeholder in graph.placeholders:
-            tensor_type = graph.types[placeholder.output(0)]
-            self._buffers[placeholder.output(0)] = aligned_empty(tuple(tensor_type.shape), tensor_type.dtype)
-        self._calls: list[KernelCall] = []
-        #: storage tensor -> (kernel call, array slot) pairs that point at it
-        self._slots: dict[str, list[tuple[int, int]]] = {}
+        placeholders = {p.output(0): p.name for p in graph.placeholders}
+        produced = {resolve_view(graph, info.tensor) for lowered, _ in kernels for info in lowered.scop.arrays if info.role == "output"}
+        output_storages = {resolve_view(graph, t) for t in graph.outputs}
+        #: kernel-produced outputs are written straight into fresh arrays on each call
+        self._direct_outputs = tuple(sorted(output_storages & produced))
+        self._constants: dict[str, np.ndarray] = {}
+        intermediates: dict[str, tuple[tuple[int, ...], str]] = {}
+        plans = []
         for lowered, kernel in kernels:
-            arrays = []
-            for slot, info in enumerate(lowered.scop.arrays):
-                arrays.append(self._buffer_for(lowered, info))
-                tensor = lowered.array_tensors.get(info.name)
-                if tensor is not None and info.role != "temporary":
-                    self._slots.setdefault(resolve_view(self.graph, tensor), []).append((len(self._calls), slot))
-            self._calls.append(KernelCall(kernel, lowered, arrays, pointer_table(arrays)))
-        for tensor in graph.outputs:
-            self._storage(tensor)
+            bindings = []
+            for info in kernel.arrays:
+                tensor = lowered.array_tensors.get(info.name) if info.role in ("input", "output") else None
+                if tensor is None:
+                    bindings.append(SlotBinding(PRIVATE))
+                    continue
+                storage = resolve_view(graph, tensor)
+                if storage in placeholders:
+                    bindings.append(SlotBinding(INPUT, placeholders[storage]))
+                elif storage in graph.constants:
+                    self._constant(storage)
+                    bindings.append(SlotBinding(CONSTANT, storage))
+                elif storage in self._direct_outputs:
+                    bindings.append(SlotBinding(OUTPUT, storage))
+                elif storage in produced:
+                    intermediates[storage] = (tuple(graph.types[storage].shape), graph.types[storage].dtype)
+                    bindings.append(SlotBinding(INTERMEDIATE, storage))
+                else:
+                    raise GraphError(f"kernel {kernel.scop.name} reads '{storage}', which no kernel, placeholder or constant provides")
+            plans.append(KernelPlan(kernel, tuple(bindings)))
+        self._plans = tuple(plans)
         self._outputs = [(output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs]
-        placeholders = {p.output(0) for p in graph.placeholders}
-        # Outputs computed by a kernel are written straight into fresh arrays on each call
-        # (no copy out); others (a placeholder or constant passed through) are copied.
-        self._direct_outputs = {storage for _, storage, _ in self._outputs if storage in self._slots and storage not in placeholders and storage not in graph.constants}
-        self.recipes = {call.lowered.scop.name: call.kernel.recipe for call in self._calls}
+        for _, storage, _ in self._outputs:
+            if storage not in produced and storage not in placeholders:
+                self._constant(storage)
+        self._intermediate_types = intermediates
+        self._contexts = ContextPool(self._new_context)
+        with self._contexts.acquire():  # the first context, built (and its buffers checked) now
+            pass
+        self.recipes = {plan.kernel.scop.name: plan.kernel.recipe for plan in self._plans}
 
-    def _storage(self, tensor: str) -> np.ndarray:
-        storage = resolve_view(self.graph, tensor)
-        if storage not in self._buffers:
-            if storage in self.graph.constants:
-                tensor_type = self.graph.types[storage]
-                self._buffers[storage] = aligned_copy(np.asarray(self.graph.constants[storage]), tensor_type.dtype)
-            else:
-                tensor_type = self.graph.types[storage]
-                self._buffers[storage] = aligned_empty(tuple(tensor_type.shape), tensor_type.dtype)
-        return self._buffers[storage]
+    def _constant(self, storage: str) -> np.ndarray:
+        if storage not in self._constants:
+            if storage not in self.graph.constants:
+                raise GraphError(f"model {self.source}: tensor '{storage}' is neither computed nor a constant")
+            value = aligned_copy(np.asarray(self.graph.constants[storage]), self.graph.types[storage].dtype)
+            value.flags.writeable = False
+            self._constants[storage] = value
+        return self._constants[storage]
 
-    def _buffer_for(self, lowered: LoweredKernel, info) -> np.ndarray:
-        tensor = lowered.array_tensors.get(info.name)
-        if tensor is None or info.role == "temporary":
-            return aligned_empty(info.shape, info.dtype)
-        return self._storage(tensor)
+    def _new_context(self) -> ExecutionContext:
+        return ExecutionContext(self._plans, self._constants, self._intermediate_types)
 
     @property
     def kernels(self) -> tuple[CompiledKernel, ...]:
-        return tuple(call.kernel for call in self._calls)
+        return tuple(plan.kernel for plan in self._plans)
+
+    @property
+    def context_count(self) -> int:
+        """Execution contexts built so far (the most calls that ran at once)."""
+        return self._contexts.size
 
     def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
-        """Run the model.
+        """Run the model. Safe to call from several threads at once.
 
         Args:
             inputs: one array per placeholder, by placeholder name, with exactly the
-                compiled shape (values are converted to the placeholder's dtype).
+                compiled shape (anything ``numpy.asarray`` accepts; values are converted
+                to the placeholder's dtype once, and the converted array is what is checked
+                and what the kernels read).
 
         Returns:
             output name -> array (a fresh array on every call; inputs that already are
@@ -114,53 +146,32 @@ class CompiledModel:
 
         Raises:
             GraphError: a placeholder is missing or an unknown name is given.
-            ShapeError: an input has the wrong shape.
+            ShapeError: an input has the wrong shape or cannot be converted.
         """
-        bound = self._checked_inputs(inputs)
-        fresh: dict[str, np.ndarray] = {}
-        patched = [f"{name}:0" for name in bound]
-        try:
-            for name, value in bound.items():
-                self._point_slots(f"{name}:0", value)
-            for storage in self._direct_outputs:
-                buffer = self._buffers[storage]
-                fresh[storage] = np.empty(buffer.shape, buffer.dtype)
-                patched.append(storage)
-                self._point_slots(storage, fresh[storage])
-            for call in self._calls:
-                call.kernel.function(call.table, self.threads)
-            result = {}
-            for name, storage, shape in self._outputs:
-                if storage in fresh:
-                    result[name] = fresh[storage].reshape(shape)
-                elif storage.endswith(":0") and storage[:-2] in bound:
-                    result[name] = bound[storage[:-2]].reshape(shape).copy()  # a placeholder passed through
-                else:
-                    result[name] = self._buffers[storage].reshape(shape).copy()
-            return result
-        finally:
-            # the tables must not keep pointers to the caller's arrays
-            for storage in patched:
-                self._point_slots(storage, self._buffers[storage])
+        bound = self._converted_inputs(inputs)
+        fresh = {storage: np.empty(self.graph.types[storage].shape, self.graph.types[storage].dtype) for storage in self._direct_outputs}
+        with self._contexts.acquire() as context:
+            context.bind(bound, fresh)
+            context.run(self.threads)
+        result = {}
+        placeholders = {p.output(0): p.name for p in self.graph.placeholders}
+        for name, storage, shape in self._outputs:
+            if storage in fresh:
+                result[name] = fresh[storage].reshape(shape)
+            elif storage in placeholders:
+                result[name] = bound[placeholders[storage]].reshape(shape).copy()  # a placeholder passed through
+            else:
+                result[name] = self._constants[storage].reshape(shape).copy()
+        return result
 
-    def _point_slots(self, storage: str, array: np.ndarray) -> None:
-        address = array.ctypes.data
-        for call_index, slot in self._slots.get(storage, ()):
-            self._calls[call_index].table[slot] = address
+    def _converted_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+        """Each input converted once to a C-contiguous array of its placeholder's dtype (the
+        caller's own array when it already is one), with its shape checked.
 
-    def _checked_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Validated inputs as C-contiguous arrays of the placeholder dtypes (the caller's own
-        arrays when they already are: kernels read them in place)."""
-        self._validate_inputs(inputs)
-        return {name: np.ascontiguousarray(value, dtype=self.input_types[name].dtype) for name, value in inputs.items()}
-
-    def _bind_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
-        """Copy the inputs into the model's own buffers (for :meth:`run_kernels`)."""
-        self._validate_inputs(inputs)
-        for name, value in inputs.items():
-            self._buffers[f"{name}:0"][...] = np.asarray(value)
-
-    def _validate_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
+        Raises:
+            GraphError: missing or unknown names.
+            ShapeError: a value that cannot be converted, or has the wrong shape.
+        """
         unknown = sorted(set(inputs) - set(self.input_types))
         missing = sorted(set(self.input_types) - set(inputs))
         if unknown or missing:
@@ -170,21 +181,26 @@ class CompiledModel:
                 + ("; " if missing and unknown else "")
                 + (f"unknown {unknown}" if unknown else "")
             )
+        converted = {}
         for name, value in inputs.items():
             expected = self.input_types[name]
-            value = np.asarray(value)
-            if tuple(value.shape) != tuple(expected.shape):
+            try:
+                array = np.ascontiguousarray(value, dtype=expected.dtype)
+            except (TypeError, ValueError, OverflowError) as error:
+                raise ShapeError(f"input '{name}' cannot be converted to a {expected.dtype} array: {error}") from None
+            if tuple(array.shape) != tuple(expected.shape):
                 raise ShapeError(
-                    f"input '{name}' has shape {tuple(value.shape)}, the model was compiled for {expected}; "
-                    f"compile for this shape with input_shapes={{'{name}': {tuple(value.shape)}}} (API) or --input {name}:{','.join(map(str, value.shape))} (CLI)"
+                    f"input '{name}' has shape {tuple(array.shape)}, the model was compiled for {expected}; "
+                    f"compile for this shape with input_shapes={{'{name}': {tuple(array.shape)}}} (API) or --input {name}:{','.join(map(str, array.shape))} (CLI)"
                 )
-
-    def run_kernels(self) -> None:
-        """Run every kernel on the current buffer contents (for timing)."""
-        for call in self._calls:
-            call.kernel.function(call.table, self.threads)
+            converted[name] = array
+        return converted
 
     def latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 20, warmup: int = 3) -> list[float]:
-        """Per-call latencies in seconds (inputs bound once; kernels only)."""
-        self._bind_inputs(inputs)
-        return call_latencies(self.run_kernels, repeats, warmup)
+        """Per-call latencies in seconds of the kernels alone (inputs converted and bound
+        once, outside the timed region)."""
+        bound = self._converted_inputs(inputs)
+        fresh = {storage: np.empty(self.graph.types[storage].shape, self.graph.types[storage].dtype) for storage in self._direct_outputs}
+        with self._contexts.acquire() as context:
+            context.bind(bound, fresh)
+            return call_latencies(lambda: context.run(self.threads), repeats, warmup)

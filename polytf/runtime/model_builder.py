@@ -3,17 +3,20 @@
 ``prepare_model`` runs the front half of the compiler (read, infer shapes, optimize the
 graph (:func:`polytf.graph.passes.pipeline.optimize`), partition into fusion groups, lower
 to Scops); ``build_model`` compiles each kernel
-with a recipe (from the cache, or the default) into a :class:`CompiledModel`.
+with a recipe (explicit, from a validated tuning record, or the default) into a
+:class:`CompiledModel`; a record that cannot be used falls back to the default recipe.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from polytf.config import CodegenConfig, code_knobs, default_thread_count
-from polytf.errors import PolytfError
+from polytf.errors import CacheWarning, PolytfError
 from polytf.frontend import load_graph
 from polytf.graph import Graph
 from polytf.graph.passes.fusion import FusionGroup, partition
@@ -27,7 +30,7 @@ from polytf.runtime.compiled_model import CompiledModel
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
-from polytf.targets.target import Target
+from polytf.targets.target import CompiledKernel, Target
 
 
 @dataclass(frozen=True)
@@ -100,36 +103,101 @@ def default_recipe(kernel: LoweredKernel, threads: int) -> ScheduleRecipe:
     return SearchSpace.for_scop(kernel.scop, threads).default_recipe()
 
 
+@dataclass(frozen=True)
+class CachedRecipe:
+    """A recipe read from a tuning record.
+
+    Attributes:
+        recipe: the record's recipe (schema-checked; not yet checked against its kernel).
+        record: the record file, named in the warning if the recipe cannot be used.
+    """
+
+    recipe: ScheduleRecipe
+    record: Path
+
+
 def build_model(
     prepared: PreparedModel,
     recipes: Mapping[str, ScheduleRecipe] | None = None,
     target: Target | None = None,
     threads: int | None = None,
     progress: Callable[[str], None] | None = None,
+    cached: Mapping[str, CachedRecipe] | None = None,
 ) -> CompiledModel:
-    """Compile every kernel (``recipes`` by kernel name; the default recipe elsewhere)."""
+    """Compile every kernel: with its recipe in ``recipes`` (by kernel name), else its
+    recipe from a tuning record in ``cached``, else the default recipe.
+
+    A recipe from a record is untrusted: if it is invalid or illegal for its kernel (or
+    fails to compile for any other reason), one :class:`CacheWarning` names the record and
+    the reason, and the kernel gets its default recipe. The model's ``tuned_kernels`` are
+    the kernels compiled from a record.
+
+    Raises:
+        PolytfError: a recipe of ``recipes`` or a default recipe does not compile (with the
+            kernel's name as context).
+    """
     target = target or CpuTarget()
     threads = threads or default_thread_count()
     recipes = recipes or {}
+    cached = cached or {}
     compiled = []
+    tuned = []
+    rejected: set[Path] = set()
     for kernel in prepared.kernels:
-        recipe = recipes.get(kernel.scop.name) or default_recipe(kernel, threads)
+        name = kernel.scop.name
         if progress:
-            progress(kernel.scop.name)
-        try:
-            compiled.append((kernel, target.compile(kernel.scop, recipe)))
-        except PolytfError as error:
-            raise error.with_context(f"while compiling kernel {kernel.scop.name} ({', '.join(op for _, op in kernel.scop.ops)})") from None
-    return CompiledModel(prepared.graph, compiled, threads)
+            progress(name)
+        code = None
+        if name not in recipes and name in cached:
+            code = _compile_cached(kernel, cached[name], target, rejected)
+            if code is not None:
+                tuned.append(name)
+        if code is None:
+            code = _compile(kernel, recipes.get(name) or default_recipe(kernel, threads), target)
+        compiled.append((kernel, code))
+    model = CompiledModel(prepared.graph, compiled, threads)
+    model.tuned_kernels = tuple(sorted(tuned))
+    return model
 
 
-def cached_recipes(prepared: PreparedModel, cache: KernelCache, target: Target, threads: int, codegen: CodegenConfig) -> dict[str, ScheduleRecipe]:
-    """Kernel name -> tuned recipe, for the kernels that have a record in ``cache``."""
+def _compile(kernel: LoweredKernel, recipe: ScheduleRecipe, target: Target) -> CompiledKernel:
+    try:
+        return target.compile(kernel.scop, recipe)
+    except PolytfError as error:
+        raise error.with_context(f"while compiling kernel {kernel.scop.name} ({', '.join(op for _, op in kernel.scop.ops)})") from None
+
+
+def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, target: Target, rejected: set[Path]) -> CompiledKernel | None:
+    """The kernel compiled with a record's recipe, or None (after one warning per record)."""
+    if cached.record in rejected:
+        return None
+    try:
+        return target.compile(kernel.scop, cached.recipe)
+    except Exception as error:  # a record is untrusted input: whatever it makes the compiler raise, loading goes on
+        rejected.add(cached.record)
+        cause = str(error) if isinstance(error, PolytfError) else f"{type(error).__name__}: {error}"
+        if kernel.scop.name not in cause:
+            cause = f"kernel {kernel.scop.name}: {cause}"
+        warnings.warn(
+            CacheWarning(f"ignoring tuning record {cached.record}: its recipe cannot be used: {cause}; the kernel uses its default recipe"),
+            stacklevel=3,
+        )
+        return None
+
+
+def cached_recipes(prepared: PreparedModel, cache: KernelCache, target: Target, threads: int, codegen: CodegenConfig) -> dict[str, CachedRecipe]:
+    """Kernel name -> its recipe from a valid record of ``cache`` (identical kernels share
+    one record, read once; an unusable record gives one CacheWarning and no entry)."""
+    by_digest: dict[str, CachedRecipe | None] = {}
     result = {}
     for kernel in prepared.kernels:
-        record = cache.load(cache_key(kernel, target, threads, codegen))
-        if record is not None:
-            result[kernel.scop.name] = record.schedule_recipe
+        key = cache_key(kernel, target, threads, codegen)
+        digest = key.digest()
+        if digest not in by_digest:
+            record = cache.load(key)
+            by_digest[digest] = None if record is None else CachedRecipe(record.schedule_recipe, cache.path_for(key))
+        if by_digest[digest] is not None:
+            result[kernel.scop.name] = by_digest[digest]
     return result
 
 
@@ -140,13 +208,12 @@ def load_model(
     outputs: Sequence[str] | None = None,
     threads: int | None = None,
 ) -> CompiledModel:
-    """A CompiledModel of ``path`` built from the tuning cache (untuned kernels use the
-    default recipe). See :func:`polytf.load`."""
+    """A CompiledModel of ``path`` built from the tuning cache (untuned kernels, and
+    kernels whose record cannot be used, get the default recipe; the latter with a
+    CacheWarning). See :func:`polytf.load`."""
     threads = threads or default_thread_count()
     codegen = CodegenConfig()
     target = CpuTarget(codegen)
     prepared = prepare_model(path, input_shapes, outputs)
-    recipes = cached_recipes(prepared, KernelCache(cache_dir), target, threads, codegen)
-    model = build_model(prepared, recipes, target, threads)
-    model.tuned_kernels = tuple(sorted(recipes))
-    return model
+    cached = cached_recipes(prepared, KernelCache(cache_dir), target, threads, codegen)
+    return build_model(prepared, target=target, threads=threads, cached=cached)

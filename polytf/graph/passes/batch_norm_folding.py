@@ -112,7 +112,11 @@ def _fold_scale(editor: GraphEditor, node: Node) -> bool:
         if scale is None or editor.constant_value(y) is not None:
             continue
         producer = editor.producer(y)
-        if producer is None or y != producer.output(0) or not editor.has_single_use(y):
+        if producer is None or y != producer.output(0):
+            continue
+        if producer.op not in CONVOLUTION_OPS and producer.op != "BiasAdd" and producer.op not in ADD_OPS:
+            continue  # nothing to fold into (decided before the costlier use count)
+        if not editor.has_single_use(y):
             continue
         bias_node, bias = None, None
         convolution = producer

@@ -48,7 +48,7 @@ def eliminate_common_subexpressions(graph: Graph, config: GraphPassConfig | None
         if key is None:
             continue
         kept = first_of.setdefault(key, name)
-        if kept == name or any(editor.is_output(t) for t in _tensors_of(editor, node)):
+        if kept == name or name in editor.output_nodes:
             continue
         editor.rewire({t: tensor_name(kept, port) for t, port in _ports_read(editor, name).items()}, controls={name: kept})
         editor.remove(name)
@@ -97,15 +97,11 @@ def _hashable(value: Any) -> Hashable:
     return value
 
 
-def _tensors_of(editor: GraphEditor, node: Node) -> list[str]:
-    return [t for t in editor.outputs if t.rpartition(":")[0] == node.name]
-
-
 def _ports_read(editor: GraphEditor, name: str) -> dict[str, int]:
     """Tensors of node ``name`` that some node reads, with their ports."""
     result = {}
-    for reader in editor.nodes.values():
-        for tensor in reader.inputs:
+    for reader_name in editor.readers(name):
+        for tensor in editor.nodes[reader_name].inputs:
             node, _, port = tensor.rpartition(":")
             if node == name:
                 result[tensor] = int(port)

@@ -90,6 +90,8 @@ def _evaluate(
     editor: GraphEditor, node: Node, values: dict[str, np.ndarray], config: GraphPassConfig
 ) -> tuple[np.ndarray, ...] | None:
     """The values of ``node``'s outputs when they can be known at compile time, else None."""
+    if node.output(0) not in editor.constants and not (node.inputs and all(t in values for t in node.inputs)):
+        return None  # nothing known about the node: the common case, decided before anything costlier
     definition = registry.lookup(node.op)
     if definition is None or node.op in STATEFUL_OPS or node.op in ("Placeholder", "Const") or definition.category == registry.NO_OUTPUT:
         return None

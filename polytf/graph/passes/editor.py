@@ -26,8 +26,9 @@ import numpy as np
 
 from polytf.errors import GraphError
 from polytf.graph import Graph, Node, TensorType, split_tensor_name, tensor_name
-from polytf.graph.passes.pruning import live_nodes
+from polytf.graph.passes.pruning import is_pruned, live_node_names, mark_pruned
 from polytf.graph.passes.report import PassReport
+from polytf.graph.passes.tensor_names import producer_name
 
 
 def const_node(name: str, value: np.ndarray, control_inputs: tuple[str, ...] = ()) -> Node:
@@ -50,17 +51,78 @@ class GraphEditor:
         self.types: dict[str, TensorType] = dict(graph.types)
         self.constants: dict[str, Any] = dict(graph.constants)
         self.outputs: tuple[str, ...] = tuple(graph.outputs)
-        self.output_nodes: frozenset[str] = frozenset(split_tensor_name(t)[0] for t in graph.outputs)
+        self.output_nodes: frozenset[str] = frozenset(map(producer_name, graph.outputs))
+        self._output_set: frozenset[str] = frozenset(graph.outputs)
         self.typed = bool(graph.types)
         self.rewrites = 0
-        self._order: dict[str, tuple[float, float]] = {name: (float(i), 0.0) for i, name in enumerate(graph.nodes)}
+        #: True once an edit changed the working copy (:meth:`finish` returns the input
+        #: graph itself when nothing was edited and nothing is dead)
+        self.edited = False
         self._fresh = itertools.count(1)
-        self._consumers: dict[str, list[str]] | None = None
+        # Indexes built on first use (a pass that edits nothing builds none of them) and
+        # then kept up to date by every edit, so that no edit scans the graph:
+        #: node name -> (position in the input graph, offset of a node added before it)
+        self._order_table: dict[str, tuple[float, float]] | None = None
+        #: node name -> names of the nodes that read one of its outputs or depend on it by
+        #: a control edge
+        self._readers_table: dict[str, set[str]] | None = None
+        #: node name -> its tensors in ``types`` or ``constants``
+        self._tensors_table: dict[str, set[str]] | None = None
+
+    @property
+    def _order(self) -> dict[str, tuple[float, float]]:
+        if self._order_table is None:
+            self._order_table = {name: (float(i), 0.0) for i, name in enumerate(self.graph.nodes)}
+        return self._order_table
+
+    @property
+    def _readers(self) -> dict[str, set[str]]:
+        if self._readers_table is None:
+            self._readers_table = {}
+            for node in self.nodes.values():
+                self._index(node)
+        return self._readers_table
+
+    @property
+    def _tensors(self) -> dict[str, set[str]]:
+        if self._tensors_table is None:
+            table: dict[str, set[str]] = {}
+            for tensors in (self.types, self.constants):
+                for tensor in tensors:
+                    table.setdefault(producer_name(tensor), set()).add(tensor)
+            self._tensors_table = table
+        return self._tensors_table
+
+    def _index(self, node: Node) -> None:
+        readers = self._readers_table
+        for producer in {*map(producer_name, node.inputs), *node.control_inputs}:
+            readers.setdefault(producer, set()).add(node.name)
+
+    def _unindex(self, node: Node) -> None:
+        for producer in {*map(producer_name, node.inputs), *node.control_inputs}:
+            readers = self._readers_table.get(producer)
+            if readers is not None:
+                readers.discard(node.name)
+
+    def _put(self, node: Node) -> None:
+        """Store ``node`` (new or replacing the node of its name) and index its inputs."""
+        self.edited = True
+        old = self.nodes.get(node.name)
+        self.nodes[node.name] = node
+        if self._readers_table is not None:
+            if old is not None:
+                self._unindex(old)
+            self._index(node)
+
+    def _set_tensor(self, table: dict, tensor: str, value) -> None:
+        table[tensor] = value
+        if self._tensors_table is not None:
+            self._tensors_table.setdefault(producer_name(tensor), set()).add(tensor)
 
     # --- queries -----------------------------------------------------------------------
 
     def producer(self, tensor: str) -> Node | None:
-        return self.nodes.get(split_tensor_name(tensor)[0])
+        return self.nodes.get(producer_name(tensor))
 
     def constant_value(self, tensor: str) -> np.ndarray | None:
         """The compile-time value of ``tensor``: a ``Const`` output or a value shape
@@ -76,18 +138,18 @@ class GraphEditor:
     def type_of(self, tensor: str) -> TensorType | None:
         return self.types.get(tensor)
 
+    def readers(self, name: str) -> list[str]:
+        """Names of the nodes that read an output of node ``name`` or have a control input
+        on it, in program order."""
+        return sorted(self._readers.get(name, ()), key=lambda reader: self._order[reader])
+
     def consumers(self, tensor: str) -> list[str]:
-        """Names of the nodes that read ``tensor`` as a data input (once per node)."""
-        if self._consumers is None:
-            table: dict[str, list[str]] = {}
-            for node in self.nodes.values():
-                for t in dict.fromkeys(node.inputs):
-                    table.setdefault(t, []).append(node.name)
-            self._consumers = table
-        return self._consumers.get(tensor, [])
+        """Names of the nodes that read ``tensor`` as a data input (once per node, in
+        program order)."""
+        return [reader for reader in self.readers(producer_name(tensor)) if tensor in self.nodes[reader].inputs]
 
     def is_output(self, tensor: str) -> bool:
-        return tensor in self.outputs
+        return tensor in self._output_set
 
     def has_single_use(self, tensor: str) -> bool:
         """True when exactly one node reads ``tensor``, once, and it is no graph output."""
@@ -111,21 +173,20 @@ class GraphEditor:
                 recorded type of the node (None keeps the recorded ones).
             before: for a new node, the node it should precede in program order.
         """
-        self._consumers = None
         if node.name not in self._order:
             anchor = self._order.get(before or "", (float(len(self._order)), 0.0))
             self._order[node.name] = (anchor[0], anchor[1] - 1e6 + next(self._fresh))
-        self.nodes[node.name] = node
+        self._put(node)
         if output_types is not None:
             self._drop_tensors(node.name)
             for port, output_type in enumerate(output_types):
                 if output_type is not None:
-                    self.types[tensor_name(node.name, port)] = output_type
+                    self._set_tensor(self.types, tensor_name(node.name, port), output_type)
         if node.op == "Const":
-            self.constants[node.output(0)] = np.asarray(node.attr("value"))
+            self._set_tensor(self.constants, node.output(0), np.asarray(node.attr("value")))
             if self.typed:
                 value = np.asarray(node.attr("value"))
-                self.types[node.output(0)] = TensorType(tuple(int(d) for d in value.shape), value.dtype.name)
+                self._set_tensor(self.types, node.output(0), TensorType(tuple(int(d) for d in value.shape), value.dtype.name))
 
     def add_constant(self, base: str, value: np.ndarray, before: str) -> str:
         """A new ``Const`` node named after ``base``; returns its output tensor."""
@@ -143,19 +204,22 @@ class GraphEditor:
         controls = controls or {}
         if not mapping and not controls:
             return
-        for name, node in list(self.nodes.items()):
+        affected: set[str] = set()
+        for producer in {*map(producer_name, mapping), *controls}:
+            affected |= self._readers.get(producer, set())
+        for name in affected:
+            node = self.nodes[name]
             if any(t in mapping for t in node.inputs) or any(c in controls for c in node.control_inputs):
                 inputs = tuple(mapping.get(t, t) for t in node.inputs)
                 control_inputs = tuple(dict.fromkeys(controls.get(c, c) for c in node.control_inputs))
-                self.nodes[name] = Node(node.name, node.op, inputs, control_inputs, node.attrs)
-        self._consumers = None
+                self._put(Node(node.name, node.op, inputs, control_inputs, node.attrs))
 
     def forward(self, name: str, tensor: str) -> None:
         """Node ``name`` (output 0) now stands for ``tensor``: consumers read ``tensor``; the
         node is removed, or becomes ``Identity(tensor)`` when it produces a graph output."""
         node = self.nodes[name]
         self.rewire({node.output(0): tensor})
-        if node.output(0) in self.outputs:
+        if node.output(0) in self._output_set:
             output_type = self.types.get(node.output(0))
             attrs = {"T": output_type.dtype} if output_type is not None else {}
             self.set_node(Node(name, "Identity", (tensor,), node.control_inputs, attrs), output_types=[output_type])
@@ -167,64 +231,86 @@ class GraphEditor:
         ``^old``) follows, and so do its types and constants."""
         if new in self.nodes:
             raise GraphError(f"cannot rename node '{old}' to '{new}': the name is in use")
+        readers = self._readers.pop(old, set())
         node = self.nodes.pop(old)
+        self._unindex(node)
         self._order[new] = self._order[old]
-        self.nodes[new] = Node(new, node.op, node.inputs, node.control_inputs, node.attrs)
-        for table in (self.types, self.constants):
-            for tensor in [t for t in table if split_tensor_name(t)[0] == old]:
-                table[tensor_name(new, split_tensor_name(tensor)[1])] = table.pop(tensor)
-        for name, reader in list(self.nodes.items()):
-            reads = any(split_tensor_name(t)[0] == old for t in reader.inputs)
-            if reads or old in reader.control_inputs:
-                inputs = tuple(
-                    tensor_name(new, split_tensor_name(t)[1]) if split_tensor_name(t)[0] == old else t for t in reader.inputs
-                )
-                controls = tuple(new if c == old else c for c in reader.control_inputs)
-                self.nodes[name] = Node(reader.name, reader.op, inputs, controls, reader.attrs)
-        self._consumers = None
+        self._put(Node(new, node.op, node.inputs, node.control_inputs, node.attrs))
+        for tensor in self._tensors.pop(old, set()):
+            for table in (self.types, self.constants):
+                if tensor in table:
+                    self._set_tensor(table, tensor_name(new, split_tensor_name(tensor)[1]), table.pop(tensor))
+        for name in readers:
+            reader = self.nodes[name]
+            inputs = tuple(tensor_name(new, split_tensor_name(t)[1]) if split_tensor_name(t)[0] == old else t for t in reader.inputs)
+            controls = tuple(new if c == old else c for c in reader.control_inputs)
+            self._put(Node(reader.name, reader.op, inputs, controls, reader.attrs))
 
     def remove(self, name: str) -> None:
         """Delete node ``name`` (its readers must have been rewired)."""
-        self.nodes.pop(name)
+        self.edited = True
+        node = self.nodes.pop(name)
+        if self._readers_table is not None:
+            self._unindex(node)
         self._drop_tensors(name)
-        self._consumers = None
 
     def _drop_tensors(self, name: str) -> None:
-        prefix = name + ":"
-        for table in (self.types, self.constants):
-            for tensor in [t for t in table if t.startswith(prefix) and t[len(prefix) :].isdigit()]:
-                del table[tensor]
+        for tensor in self._tensors.pop(name, set()):
+            self.types.pop(tensor, None)
+            self.constants.pop(tensor, None)
 
     # --- result --------------------------------------------------------------------------
 
     def finish(self, pass_name: str, detail: str = "") -> tuple[Graph, PassReport]:
         """The edited graph (topologically sorted, nodes no output needs removed, placeholders
-        kept) and the pass's report.
+        kept) and the pass's report; the input graph itself when nothing was edited and
+        every node is live. Linear in the graph's size (plus sorting the ready nodes).
 
         Raises:
             GraphError: an edit left an input naming a missing node, or a cycle (a bug in
                 the pass; the message names the pass).
         """
-        order = self._topological_order(pass_name)
-        graph = self.graph.with_changes(nodes={name: self.nodes[name] for name in order}, outputs=self.outputs)
-        keep = live_nodes(graph)
-        nodes = {name: node for name, node in graph.nodes.items() if name in keep}
-        types = {t: v for t, v in self.types.items() if split_tensor_name(t)[0] in nodes}
-        constants = {t: v for t, v in self.constants.items() if split_tensor_name(t)[0] in nodes}
-        result = graph.with_changes(nodes=nodes, types=types, constants=constants)
+        if not self.edited:
+            if is_pruned(self.graph):
+                return self.graph, PassReport.between(pass_name, self.graph, self.graph, self.rewrites, detail)
+            order = list(self.graph.nodes)  # a Graph's nodes are in topological order
+        else:
+            order = self._topological_order(pass_name)
+        keep = live_node_names(self.nodes, self.outputs)
+        nodes = {name: self.nodes[name] for name in order if name in keep}
+        types, constants = self.types, self.constants
+        if len(nodes) < len(self.nodes):
+            types = {t: v for t, v in types.items() if producer_name(t) in nodes}
+            constants = {t: v for t, v in constants.items() if producer_name(t) in nodes}
+        result = mark_pruned(self.graph.with_changes(nodes=nodes, types=types, constants=constants, outputs=self.outputs))
         return result, PassReport.between(pass_name, self.graph, result, self.rewrites, detail)
 
     def _topological_order(self, pass_name: str) -> list[str]:
+        """Node names in topological order, ties (nodes ready together) broken by program
+        order (Kahn's algorithm with a heap). Program order itself when it is topological
+        (the usual case: a pass puts new nodes before the node they serve), which is what
+        Kahn's algorithm would return then, found in one sort and one check of every edge."""
+        for tensor in self.outputs:
+            if producer_name(tensor) not in self.nodes:
+                raise GraphError(f"graph pass '{pass_name}' removed the producer of graph output '{tensor}'")
+        position = self._order
+        program_order = sorted(self.nodes, key=position.__getitem__)
+        if all(
+            producer in self.nodes and position[producer] < position[name]
+            for name, node in self.nodes.items()
+            for producer in (*map(producer_name, node.inputs), *node.control_inputs)
+        ):
+            return program_order
         users: dict[str, list[str]] = {name: [] for name in self.nodes}
         missing: dict[str, int] = {}
         for name, node in self.nodes.items():
-            producers = {split_tensor_name(t)[0] for t in node.inputs} | set(node.control_inputs)
+            producers = {*map(producer_name, node.inputs), *node.control_inputs}
             for producer in producers:
-                if producer not in self.nodes:
+                if producer not in users:
                     raise GraphError(f"graph pass '{pass_name}' left node '{name}' reading missing node '{producer}'")
                 users[producer].append(name)
             missing[name] = len(producers)
-        ready = [(self._order[name], name) for name, count in missing.items() if count == 0]
+        ready = [(position[name], name) for name, count in missing.items() if count == 0]
         heapq.heapify(ready)
         order: list[str] = []
         while ready:
@@ -233,11 +319,8 @@ class GraphEditor:
             for user in users[name]:
                 missing[user] -= 1
                 if missing[user] == 0:
-                    heapq.heappush(ready, (self._order[user], user))
+                    heapq.heappush(ready, (position[user], user))
         if len(order) != len(self.nodes):
             stuck = sorted(set(self.nodes) - set(order))[:5]
             raise GraphError(f"graph pass '{pass_name}' created a cycle through {stuck}")
-        for tensor in self.outputs:
-            if split_tensor_name(tensor)[0] not in self.nodes:
-                raise GraphError(f"graph pass '{pass_name}' removed the producer of graph output '{tensor}'")
         return order

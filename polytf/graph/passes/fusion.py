@@ -6,8 +6,10 @@ produced, at the same shape, by an open group; then it joins that group and its
 loops share the group's outer band (so a MatMul or Conv2D tile is finished by its
 BiasAdd and Relu while it is still in cache). A node joins a group only if all its
 other inputs come from the graph's sources or from groups created earlier, so the
-groups stay acyclic. View ops (Identity, Reshape, Squeeze) emit no code: their
-output aliases their input's buffer.
+groups stay acyclic. A group holds at most ``GraphPassConfig.max_fusion_group_nodes``
+nodes: a longer chain becomes several kernels, so that the polyhedral work per kernel is
+bounded and compile time grows linearly with the graph. View ops (Identity, Reshape,
+Squeeze) emit no code: their output aliases their input's buffer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from polytf.config import GraphPassConfig
 from polytf.graph import Graph
 from polytf.ops.registry import ELEMENTWISE, NO_OUTPUT, SOURCE, VIEW, lookup
 
@@ -66,12 +69,18 @@ def kernel_name(index: int, node_name: str) -> str:
     return f"k{index}_" + re.sub(r"[^A-Za-z0-9_]", "_", node_name)[-48:]
 
 
-def partition(graph: Graph, fuse: bool = True) -> tuple[FusionGroup, ...]:
+def partition(graph: Graph, fuse: bool = True, max_group_nodes: int | None = None) -> tuple[FusionGroup, ...]:
     """Fusion groups of ``graph`` (typed), in an order that respects dependences.
 
     Args:
         fuse: False puts every compute node in its own group.
+        max_group_nodes: most nodes in one group (default
+            ``GraphPassConfig.max_fusion_group_nodes``); a node that would make a group
+            longer starts a new one.
     """
+    if max_group_nodes is None:
+        max_group_nodes = GraphPassConfig().max_fusion_group_nodes
+    max_group_nodes = max(1, int(max_group_nodes))
     group_of_node: dict[str, int] = {}
     members: list[list[str]] = []
     for name in graph.nodes:
@@ -85,7 +94,7 @@ def partition(graph: Graph, fuse: bool = True) -> tuple[FusionGroup, ...]:
                 producer = graph.producer(tensor).name
                 if producer in group_of_node and graph.types[tensor].shape == output_type.shape:
                     candidate = group_of_node[producer]
-                    if _inputs_allowed(graph, name, candidate, group_of_node):
+                    if len(members[candidate]) < max_group_nodes and _inputs_allowed(graph, name, candidate, group_of_node):
                         target = candidate
                         break
         if target is None:
@@ -100,12 +109,12 @@ def partition(graph: Graph, fuse: bool = True) -> tuple[FusionGroup, ...]:
     groups = []
     for index, names in enumerate(members):
         inside = set(names)
-        inputs: list[str] = []
+        inputs: dict[str, None] = {}  # ordered set: first use first
         outputs: list[str] = []
         for name in names:
             for tensor in data_inputs(graph, name):
-                if graph.producer(tensor).name not in inside and tensor not in inputs:
-                    inputs.append(tensor)
+                if graph.producer(tensor).name not in inside:
+                    inputs.setdefault(tensor)
             produced = graph.nodes[name].output(0)
             used_outside = any(c.name not in inside for c in _consumers_through_views(graph, produced, consumers))
             if used_outside or produced in outputs_wanted:
@@ -115,13 +124,17 @@ def partition(graph: Graph, fuse: bool = True) -> tuple[FusionGroup, ...]:
 
 
 def _consumers_through_views(graph: Graph, tensor: str, consumers) -> list:
+    """Nodes that read ``tensor`` directly or through a chain of views (iteratively: a
+    chain may be longer than Python's recursion limit)."""
     result = []
-    for consumer in consumers.get(tensor, []):
-        definition = lookup(consumer.op)
-        if definition is not None and definition.category == VIEW:
-            result.extend(_consumers_through_views(graph, consumer.output(0), consumers))
-        else:
-            result.append(consumer)
+    pending = [tensor]
+    while pending:
+        for consumer in consumers.get(pending.pop(), []):
+            definition = lookup(consumer.op)
+            if definition is not None and definition.category == VIEW:
+                pending.append(consumer.output(0))
+            else:
+                result.append(consumer)
     return result
 
 

@@ -69,11 +69,13 @@ def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
 
     dropped_edges = 0
     for name in list(editor.nodes):
-        node = editor.nodes[name]
-        inputs = tuple(resolve(t) for t in node.inputs)
-        controls = kept_controls(node.control_inputs)
-        dropped_edges += len(node.control_inputs) - len(controls)
-        node = Node(node.name, node.op, inputs, controls, node.attrs)
+        original = editor.nodes[name]
+        inputs = tuple(resolve(t) for t in original.inputs) if forwarded else original.inputs
+        controls = kept_controls(original.control_inputs) if original.control_inputs else ()
+        dropped_edges += len(original.control_inputs) - len(controls)
+        node = original
+        if inputs != original.inputs or controls != original.control_inputs:
+            node = Node(original.name, original.op, inputs, controls, original.attrs)
         if node.op == "NoOp" and not node.inputs:
             released[name] = controls
             editor.remove(name)
@@ -83,7 +85,7 @@ def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
             released[name] = controls
             editor.remove(name)
             removed[node.op] += 1
-        else:
+        elif node is not original:
             editor.set_node(node)
 
     renamed = 0

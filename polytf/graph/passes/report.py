@@ -44,8 +44,11 @@ class PassReport:
 
     @classmethod
     def between(cls, name: str, before: Graph, after: Graph, rewrites: int = 0, detail: str = "") -> PassReport:
-        """The report of a pass that turned ``before`` into ``after``."""
-        return cls(name, len(before.nodes), len(after.nodes), edge_count(before), edge_count(after), rewrites, detail)
+        """The report of a pass that turned ``before`` into ``after`` (the same graph when
+        the pass changed nothing: its edges are counted once)."""
+        edges_before = edge_count(before)
+        edges_after = edges_before if after is before else edge_count(after)
+        return cls(name, len(before.nodes), len(after.nodes), edges_before, edges_after, rewrites, detail)
 
     @property
     def changed(self) -> bool:

@@ -68,7 +68,7 @@ def test_lists() -> None:
     assert attr("list { shape { dim { size: 2 } } shape { unknown_rank: true } }") == ((2,), None)
     assert attr("list { }") == ()
     tensors = attr("list { tensor { dtype: DT_INT32 tensor_shape { } int_val: 4 } }")
-    assert len(tensors) == 1 and tensors[0].item() == 4
+    assert len(tensors) == 1 and np.asarray(tensors[0]).item() == 4
 
 
 def test_tensor_content_float_and_int() -> None:

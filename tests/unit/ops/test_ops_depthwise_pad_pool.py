@@ -293,7 +293,6 @@ def test_depthwise_heuristic_recipes_put_channels_innermost(monkeypatch):
     assert any(r.point_order[-1] == "d3" and r.vector_width >= 8 for r in recipes)
 
 
-@pytest.mark.xfail(reason="schedules/: the search space offers pad=True for an anchor whose guarded read has a floor-division index", strict=True)
 def test_depthwise_with_multiplier_and_same_padding_under_pad_recipes(monkeypatch):
     _, failures = verify_all_recipes(monkeypatch, graph_depthwise_bias_relu(c=5, padding="SAME", multiplier=2))
     assert failures == []

@@ -49,7 +49,9 @@ def test_batch_norm_reference_matches_tensorflow(rand, run_op):
     np.testing.assert_allclose(expected[0], actual[0].numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(expected[1], actual[1].numpy())  # batch_mean = mean
     np.testing.assert_array_equal(expected[2], actual[2].numpy())  # batch_variance = variance
-    assert expected[5].shape == tuple(actual[5].shape)
+    # reserve_space_1..3 are TensorFlow internals (their shapes differ between CPU kernels, e.g.
+    # () with oneDNN on AVX-512 and (0,) elsewhere): only the documented outputs are compared
+    assert len(expected) == len(actual) == 6
 
 
 def test_batch_norm_rejects_training_mode_and_bad_shapes():

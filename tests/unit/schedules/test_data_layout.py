@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
+from hand_built_graphs import build_graph, const, graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of, placeholder
 
 from polytf.errors import ScheduleError
+from polytf.graph import Node
 from polytf.poly.interpreter import interpret
 from polytf.schedules.builder import build_ast, schedule_scop
-from polytf.schedules.data_layout import SCRATCH, apply_data_layout
+from polytf.schedules.data_layout import SCRATCH, apply_data_layout, can_zero_pad
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import COPY_OP, anchor_statement
+from polytf.schedules.validation import validate_recipe
 
 
 def _check_against_reference(kernel, scop) -> None:
@@ -87,8 +90,8 @@ def test_full_panels_are_copied_apart_from_the_last_partial_one(matmul):
         (ScheduleRecipe(tile_sizes=(0, 8), register_tile_sizes=(2, 8)), "multiple"),
         (ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A9",)), "A9"),
         (ScheduleRecipe(pack=("A1",)), "register tile"),
-        (ScheduleRecipe(pad=True), "nothing to pad"),
-        (ScheduleRecipe(algorithm="winograd"), "unknown algorithm"),
+        (ScheduleRecipe(pad=True), "field pad = True is invalid; allowed: false"),
+        (ScheduleRecipe(algorithm="winograd"), "field algorithm = 'winograd' is invalid; allowed: direct, im2col"),
         (ScheduleRecipe(register_tile_sizes=(2,)), "register_tile_sizes"),
     ],
 )
@@ -101,3 +104,24 @@ def test_recipe_json_round_trip_keeps_the_new_fields():
     recipe = ScheduleRecipe(tile_sizes=(96, 256), register_tile_sizes=(6, 16), pack=("A1",), pad=True, algorithm="im2col")
     assert ScheduleRecipe.from_json(recipe.to_json()) == recipe
     assert "regtile 6x16" in recipe.describe() and "im2col" in recipe.describe()
+
+
+def test_padding_is_offered_and_accepted_only_where_it_applies(conv):
+    """A depthwise convolution with a channel multiplier reads its input at ``c / 2``: its
+    guards do more than keep affine reads in bounds, so it cannot be zero-padded. Neither
+    the search space nor the validator lets such a recipe reach code generation."""
+    rng = np.random.default_rng(5)
+    graph = build_graph(
+        [
+            placeholder("x", (1, 5, 4, 3)),
+            const("f", rng.standard_normal((3, 3, 3, 2)).astype(np.float32)),
+            Node("dw", "DepthwiseConv2dNative", ("x:0", "f:0"), attrs={"strides": (1, 1, 1, 1), "padding": "SAME", "data_format": "NHWC", "dilations": (1, 1, 1, 1)}),
+        ],
+        ["dw:0"],
+    )
+    depthwise = kernels_of(graph)[0]
+    assert anchor_statement(depthwise.scop).constraints and not can_zero_pad(depthwise.scop)
+    assert SearchSpace.for_scop(depthwise.scop, 2).choices("pad") == (False,)
+    with pytest.raises(ScheduleError, match="recipe field pad = True is invalid"):
+        validate_recipe(depthwise.scop, ScheduleRecipe(pad=True))
+    assert can_zero_pad(conv.scop) and SearchSpace.for_scop(conv.scop, 2).choices("pad") == (False, True)

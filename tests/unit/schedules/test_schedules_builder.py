@@ -65,11 +65,11 @@ def test_recipe_json_replay_gives_the_same_tree():
 @pytest.mark.parametrize(
     "recipe, message",
     [
-        (ScheduleRecipe(tile_sizes=(2,)), "tile_sizes has 1 entries"),
-        (ScheduleRecipe(tile_order=(0, 0)), "not a permutation"),
-        (ScheduleRecipe(point_order=("d0", "d1")), "not a permutation"),
+        (ScheduleRecipe(tile_sizes=(2,)), r"tile_sizes = \[2\] is invalid; allowed: 2 entries"),
+        (ScheduleRecipe(tile_order=(0, 0)), r"tile_order = \[0, 0\] is invalid; allowed: a permutation"),
+        (ScheduleRecipe(point_order=("d0", "d1")), "point_order .* allowed: a permutation"),
         (ScheduleRecipe(reduction_tile_sizes=(2, 2)), "reduction_tile_sizes"),
-        (ScheduleRecipe(tile_sizes=(-1, 0)), "negative"),
+        (ScheduleRecipe(tile_sizes=(-1, 0)), r"tile_sizes = \[-1, 0\] is invalid; allowed: 0 to 3"),
     ],
 )
 def test_malformed_recipes_raise_schedule_error(recipe, message):

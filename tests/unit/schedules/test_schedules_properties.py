@@ -16,26 +16,19 @@ import pytest
 from hand_built_graphs import GRAPHS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from roundtrip import ILLEGAL, INVALID, LEGAL, TARGET, outputs_of, roundtrip
 
-from polytf.autotune.measure import KernelBench
-from polytf.config import MeasurementConfig
-from polytf.errors import ScheduleError
 from polytf.schedules.builder import build_schedule
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
-from polytf.targets.cpu import CpuTarget
 
-TARGET = CpuTarget()
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-CHECK = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)
 
 
-def run(kernel, recipe, threads, bench):
-    compiled = TARGET.compile(kernel.scop, recipe)
-    error, _ = bench.verify(compiled, threads, CHECK)
-    outputs = {a.name: bench.arrays[bench.index[a.name]].copy() for a in kernel.output_arrays}
-    return error, outputs
+def host_space(kernel, threads: int) -> SearchSpace:
+    """The search space the tuner builds for the host target."""
+    return SearchSpace.for_scop(kernel.scop, threads, TARGET.vector_lanes, TARGET.vector_registers)
 
 
 @pytest.mark.parametrize("graph_name", sorted(GRAPHS))
@@ -44,14 +37,12 @@ def run(kernel, recipe, threads, bench):
 def test_search_space_recipes_are_legal_and_correct(small_kernels, graph_name, data):
     for kernel in small_kernels(graph_name):
         threads = data.draw(st.sampled_from([1, 2]), label="threads")
-        space = SearchSpace.for_scop(kernel.scop, threads)
+        space = host_space(kernel, threads)
         params = {name: data.draw(st.sampled_from(choices), label=name) for name, choices in space.dimensions}
         recipe = space.recipe(params)
-        bench = KernelBench(kernel, seed=3)
-        error, outputs = run(kernel, recipe, threads, bench)
-        assert error is None, f"{recipe}: {error}"
-        identity_error, identity = run(kernel, ScheduleRecipe(), 1, bench)
-        assert identity_error is None
+        result = roundtrip(kernel, recipe, threads)
+        assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
+        outputs, identity = outputs_of(kernel, recipe, threads), outputs_of(kernel, ScheduleRecipe(), 1)
         for name in outputs:
             np.testing.assert_allclose(outputs[name], identity[name], rtol=1e-4, atol=1e-5 * (np.abs(identity[name]).max() + 1e-6))
 
@@ -78,14 +69,11 @@ def arbitrary_recipes(draw, scop):
 def test_arbitrary_recipes_are_rejected_or_correct(small_kernels, graph_name, data):
     kernel = small_kernels(graph_name)[0]
     recipe = data.draw(arbitrary_recipes(kernel.scop))
-    try:
-        compiled = TARGET.compile(kernel.scop, recipe)
-    except ScheduleError as error:
-        assert "dependence" in str(error)
+    result = roundtrip(kernel, recipe, threads=2)
+    if result.verdict in (INVALID, ILLEGAL):
+        assert "recipe field" in result.message or "dependence" in result.message
         return
-    bench = KernelBench(kernel, seed=4)
-    error, _ = bench.verify(compiled, 2, CHECK)
-    assert error is None, f"legal recipe {recipe} computed a wrong result: {error}"
+    assert result.error is None, f"legal recipe {recipe} computed a wrong result: {result.error}"
 
 
 @pytest.mark.parametrize("graph_name", sorted(GRAPHS))
@@ -93,11 +81,11 @@ def test_arbitrary_recipes_are_rejected_or_correct(small_kernels, graph_name, da
 @given(data=st.data())
 def test_json_replay_gives_the_same_tree(small_kernels, graph_name, data):
     kernel = small_kernels(graph_name)[0]
-    space = SearchSpace.for_scop(kernel.scop, 2)
+    space = host_space(kernel, 2)
     recipe = space.recipe({name: data.draw(st.sampled_from(choices), label=name) for name, choices in space.dimensions})
     replayed = ScheduleRecipe.from_json(recipe.to_json())
     assert replayed == recipe
-    assert str(build_schedule(kernel.scop, replayed)) == str(build_schedule(kernel.scop, recipe))
+    assert str(build_schedule(kernel.scop, replayed, limits=TARGET.limits)) == str(build_schedule(kernel.scop, recipe, limits=TARGET.limits))
 
 
 def test_search_space_offers_real_choices(small_kernels):
@@ -119,19 +107,18 @@ def test_search_space_offers_real_choices(small_kernels):
 def test_every_heuristic_recipe_is_in_the_space(small_kernels):
     for name in GRAPHS:
         for kernel in small_kernels(name):
-            space = SearchSpace.for_scop(kernel.scop, 2)
+            space = host_space(kernel, 2)
             for recipe in [space.default_recipe(), *space.heuristic_recipes()]:
                 assert space.contains(recipe), (name, recipe)
-                build_schedule(kernel.scop, recipe)
+                build_schedule(kernel.scop, recipe, limits=TARGET.limits)
 
 
 def test_exhaustive_matmul_orders_and_tiles(small_kernels):
     """Every point order x a few tile sizes on the fused MatMul+BiasAdd+Relu."""
     kernel = small_kernels("matmul_bias_relu")[0]
-    space = SearchSpace.for_scop(kernel.scop, 2)
-    bench = KernelBench(kernel, seed=5)
+    space = host_space(kernel, 2)
     for order, tile in itertools.product(space.choices("point_order"), [0, 2, 4, 11]):
         params = {name: values[0] for name, values in space.dimensions}
         params.update({"point_order": order, "tile_d1": tile, "tile_d0": 4, "vector_width": 4, "parallel": True})
-        error, _ = run(kernel, space.recipe(params), 2, bench)
-        assert error is None, (order, tile, error)
+        result = roundtrip(kernel, space.recipe(params), 2)
+        assert result.verdict == LEGAL and result.error is None, (order, tile, result)

@@ -1,0 +1,177 @@
+"""``polytf cache verify``: recompile every tuning record and check it against numpy.
+
+For each record, grouped by the model it was tuned from (its ``model``, ``input_shapes``
+and ``outputs`` fields): prepare the model again, find the kernel whose cache-key digest
+is the record's, and compile and run the record's recipe on random inputs in a worker
+process (:class:`polytf.autotune.isolation.CandidateEvaluator`; code generated from a
+record is untrusted and never runs in this process), comparing the result with the
+kernel's numpy reference.
+
+A record is
+
+- ``ok``: its recipe compiles and agrees with the reference;
+- ``failed``: invalid (see :meth:`KernelCache.entries`), or its recipe is illegal, fails
+  to compile, crashes, times out or gives a wrong result;
+- ``skipped``: it cannot be checked here: it names no model (written by an earlier
+  polytf), its model file is missing or no longer compiles, its kernel is no longer in
+  the model, or it is foreign (tuned for another CPU, polytf version or knobs).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from polytf.config import CodegenConfig, MeasurementConfig, code_knobs
+from polytf.errors import PolytfError
+from polytf.runtime.cache import KernelCache, TuningRecord
+from polytf.runtime.cache_key import current_versions, key_differences
+from polytf.runtime.model_builder import PreparedModel, cache_key, prepare_model
+from polytf.targets.cpu import CpuTarget
+
+#: Seconds one record's worker may take to compile and verify its recipe.
+VERIFY_TIME_LIMIT_S = 120.0
+
+OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    """The verdict on one record file.
+
+    Attributes:
+        path: the record file.
+        kernel: the kernel name stored in the record ("" for an invalid record).
+        model: the model file it was tuned from ("" if unknown).
+        status: ``"ok"``, ``"failed"`` or ``"skipped"``.
+        detail: the cause of a failure, the reason for a skip, or the maximum absolute
+            error of a verified recipe.
+    """
+
+    path: Path
+    kernel: str
+    model: str
+    status: str
+    detail: str
+
+
+#: ``CandidateEvaluator(kernel, threads, measurement=..., seed=..., time_limit_s=...)``: a context
+#: manager whose ``verify(recipe)`` returns ``(cause or None, max_abs_error)``
+EvaluatorFactory = Callable[..., object]
+
+
+def verify_records(
+    cache: KernelCache,
+    models: Sequence[str | os.PathLike] | None = None,
+    *,
+    time_limit_s: float = VERIFY_TIME_LIMIT_S,
+    measurement: MeasurementConfig | None = None,
+    evaluator_factory: EvaluatorFactory | None = None,
+    on_check: Callable[[RecordCheck], None] | None = None,
+) -> list[RecordCheck]:
+    """Verify the records of ``cache`` (all, or those tuned from one of ``models``).
+
+    Args:
+        cache: the cache whose records to check.
+        models: model files; only their records are checked (invalid records, which name
+            no model, are then not reported). None or empty: every record.
+        time_limit_s: per record, for its worker process.
+        measurement: tolerances against the numpy reference (default MeasurementConfig()).
+        evaluator_factory: the worker API (default CandidateEvaluator; tests pass a fake).
+        on_check: called with each verdict as soon as it is known (Ctrl-C keeps those).
+
+    Returns:
+        One RecordCheck per record considered.
+
+    Raises:
+        KeyboardInterrupt: passed on after the running worker has been stopped.
+    """
+    wanted = {_absolute(model) for model in models} if models else None
+    codegen = CodegenConfig()
+    target = CpuTarget(codegen)
+    machine = {"target": target.fingerprint(), "knobs": code_knobs(codegen), "versions": current_versions()}
+    verifier = _Verifier(target, codegen, evaluator_factory, measurement or MeasurementConfig(), time_limit_s)
+    checks: list[RecordCheck] = []
+
+    def report(check: RecordCheck) -> None:
+        checks.append(check)
+        if on_check:
+            on_check(check)
+
+    groups: dict[tuple, list[tuple[Path, TuningRecord]]] = {}
+    for entry in cache.entries():
+        record = entry.record
+        if record is None:
+            if wanted is None:
+                report(RecordCheck(entry.path, "", "", FAILED, f"invalid record: {entry.problem}"))
+            continue
+        if wanted is not None and (not record.model or _absolute(record.model) not in wanted):
+            continue
+        if not record.model:
+            report(_verdict(entry.path, record, SKIPPED, "no model recorded (tuned by an earlier polytf; tune again to record it)"))
+            continue
+        foreign = key_differences({name: record.key.get(name) for name in machine}, machine)
+        if foreign:
+            report(_verdict(entry.path, record, SKIPPED, f"foreign: tuned for another machine or polytf ({'; '.join(foreign[:3])})"))
+            continue
+        group = (record.model, tuple(sorted(record.input_shapes.items())), record.outputs)
+        groups.setdefault(group, []).append((entry.path, record))
+
+    for (model, input_shapes, outputs), members in groups.items():
+        prepared, problem = _prepare(model, dict(input_shapes), outputs)
+        for path, record in members:
+            report(verifier.check(path, record, prepared) if prepared is not None else _verdict(path, record, SKIPPED, problem))
+    return checks
+
+
+@dataclass(frozen=True)
+class _Verifier:
+    """Checks one record's recipe on its kernel in a worker process."""
+
+    target: CpuTarget
+    codegen: CodegenConfig
+    evaluator_factory: EvaluatorFactory | None
+    measurement: MeasurementConfig
+    time_limit_s: float
+
+    def check(self, path: Path, record: TuningRecord, prepared: PreparedModel) -> RecordCheck:
+        threads = record.key["threads"]
+        matches = [kernel for kernel in prepared.kernels if cache_key(kernel, self.target, threads, self.codegen).digest() == record.digest]
+        if not matches:
+            return _verdict(path, record, SKIPPED, f"kernel no longer in the model (no kernel of {record.model} has this record's key)")
+        factory = self.evaluator_factory or default_evaluator_factory()
+        try:
+            with factory(matches[0], threads, measurement=self.measurement, seed=0, time_limit_s=self.time_limit_s) as evaluator:
+                cause, max_abs_error = evaluator.verify(record.schedule_recipe)
+        except PolytfError as error:
+            return _verdict(path, record, FAILED, f"{type(error).__name__}: {error}")
+        if cause is not None:
+            return _verdict(path, record, FAILED, cause)
+        return _verdict(path, record, OK, f"max abs error {max_abs_error:.3g}")
+
+
+def default_evaluator_factory() -> EvaluatorFactory:
+    """The worker-process evaluator of the tuner (imported late: ``polytf cache list`` does not need it)."""
+    from polytf.autotune.isolation import CandidateEvaluator
+
+    return CandidateEvaluator
+
+
+def _prepare(model: str, input_shapes: dict, outputs: tuple[str, ...]) -> tuple[PreparedModel | None, str]:
+    """The prepared model, or None and why it cannot be prepared."""
+    if not Path(model).is_file():
+        return None, f"model file {model} missing"
+    try:
+        return prepare_model(model, input_shapes or None, list(outputs) or None), ""
+    except PolytfError as error:
+        return None, f"model {model} no longer compiles: {error}"
+
+
+def _verdict(path: Path, record: TuningRecord, status: str, detail: str) -> RecordCheck:
+    return RecordCheck(path, record.kernel, record.model, status, detail)
+
+
+def _absolute(path: str | os.PathLike) -> str:
+    return str(Path(path).expanduser().resolve())

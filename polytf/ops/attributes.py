@@ -1,0 +1,103 @@
+"""Typed access to a node's attributes, with TensorFlow's required/optional rules.
+
+An attribute an op definition declares without a default (``Attr("padding: {'SAME',
+'VALID'}")`` in tensorflow/core/ops/nn_ops.cc) is required: a node without it is
+malformed, never silently given a value. An attribute of the wrong kind (a string where
+an int list belongs, bytes that are not UTF-8) is an error naming the node, the
+attribute and what it must be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from polytf.errors import ShapeError
+from polytf.graph import Node
+
+#: marks an attribute without a default: it is required
+REQUIRED: Any = object()
+
+
+def _problem(node: Node, key: str, what: str, value: Any) -> ShapeError:
+    shown = "missing" if value is REQUIRED else f"{value!r}"
+    return ShapeError(f"node '{node.name}' ({node.op}) needs attribute '{key}' to be {what}; it is {shown}")
+
+
+def _get(node: Node, key: str, default: Any, what: str) -> Any:
+    value = node.attrs.get(key, default)
+    if value is REQUIRED or value is None and default is REQUIRED:
+        raise _problem(node, key, what, REQUIRED)
+    return value
+
+
+def attr_string(node: Node, key: str, default: Any = REQUIRED, allowed: Sequence[str] | None = None) -> str:
+    """A string attribute (UTF-8 text), one of ``allowed`` when given.
+
+    Raises:
+        ShapeError: missing (and required), not text, or not one of ``allowed``.
+    """
+    what = "one of " + ", ".join(repr(a) for a in allowed) if allowed else "a string"
+    value = _get(node, key, default, what)
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _problem(node, key, what + " (UTF-8 text)", value) from None
+    if not isinstance(value, str) or (allowed is not None and value not in allowed):
+        raise _problem(node, key, what, value)
+    return value
+
+
+def attr_bool(node: Node, key: str, default: Any = REQUIRED) -> bool:
+    """A boolean attribute.
+
+    Raises:
+        ShapeError: missing (and required) or not a boolean.
+    """
+    value = _get(node, key, default, "a boolean")
+    if not isinstance(value, bool):
+        raise _problem(node, key, "a boolean", value)
+    return value
+
+
+def attr_int(node: Node, key: str, default: Any = REQUIRED) -> int:
+    """An integer attribute.
+
+    Raises:
+        ShapeError: missing (and required) or not an integer.
+    """
+    value = _get(node, key, default, "an integer")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _problem(node, key, "an integer", value)
+    return value
+
+
+def attr_float(node: Node, key: str, default: Any = REQUIRED) -> float:
+    """A float attribute (an integer is taken as a float).
+
+    Raises:
+        ShapeError: missing (and required) or not a number.
+    """
+    value = _get(node, key, default, "a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _problem(node, key, "a number", value)
+    return float(value)
+
+
+def attr_ints(node: Node, key: str, default: Any = REQUIRED, length: int | None = None) -> tuple[int, ...]:
+    """A list-of-integers attribute, of ``length`` entries when given.
+
+    Raises:
+        ShapeError: missing (and required), not a list of integers, or of another length.
+    """
+    what = f"a list of {length} integers" if length is not None else "a list of integers"
+    value = _get(node, key, default, what)
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise _problem(node, key, what, value)
+    if length is not None and len(value) != length:
+        raise _problem(node, key, what, tuple(value))
+    return tuple(value)
+
+
+__all__ = ["REQUIRED", "attr_string", "attr_bool", "attr_int", "attr_float", "attr_ints"]

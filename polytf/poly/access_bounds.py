@@ -1,0 +1,74 @@
+"""The memory a kernel may touch, from its access relations.
+
+For every array ``A`` of shape ``[n_0, ..., n_{k-1}]``, the union of the images of
+the iteration domains under the statements' access relations to ``A`` (reads and
+writes) must lie inside the box ``{ A[i] : 0 <= i_j < n_j }``; then a row-major
+buffer of ``n_0 * ... * n_{k-1}`` elements is large enough for every address the
+kernel computes. The runtime checks each buffer against these sizes before it hands
+the buffer to native code (:mod:`polytf.runtime.argument_table`).
+
+Source: access relations and their images, isl manual ("Sets and Relations",
+``isl_union_set_apply``); a violation is reported as one sample point
+(``isl_set_sample_point``), not as the whole set.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import islpy as isl
+
+from polytf.errors import PolyhedralError
+from polytf.poly.scop import ArrayInfo, Scop
+from polytf.poly.statement import box_set
+
+
+def array_box(info: ArrayInfo) -> isl.Set:
+    """``{ A[i_0, ..., i_{k-1}] : 0 <= i_j < n_j }`` for an array ``A`` of shape ``[n_j]``."""
+    return box_set(info.name, tuple(f"i{k}" for k in range(len(info.shape))), tuple(int(s) for s in info.shape))
+
+
+def element_count(info: ArrayInfo) -> int:
+    """Elements of a row-major array of ``info.shape`` (1 for a scalar)."""
+    count = 1
+    for extent in info.shape:
+        count *= int(extent)
+    return count
+
+
+@lru_cache(maxsize=512)
+def required_bytes(scop: Scop) -> tuple[int, ...]:
+    """Bytes each array of ``scop`` needs (``scop.arrays`` order), after checking that
+    every access stays inside its array's shape.
+
+    Args:
+        scop: a Scop whose accesses are affine or quasi-affine (floor division and
+            remainder by constants), e.g. a kernel after data-layout transformations.
+
+    Returns:
+        ``element_count(array) * itemsize`` per array.
+
+    Raises:
+        PolyhedralError: an access reaches outside its array (a polytf bug in a lowering
+            or a data-layout transformation); the message names the statement, the
+            array and one offending element.
+    """
+    import numpy as np
+
+    boxes = {info.name: array_box(info) for info in scop.arrays}
+    for statement in scop.statements:
+        for access in (statement.write, *statement.reads):
+            box = boxes.get(access.array)
+            if box is None:
+                raise PolyhedralError(f"kernel {scop.name}: statement {statement.name} accesses {access.array}, which is not one of its arrays")
+            touched = statement.access_map(access).range()
+            outside = touched.subtract(box)
+            if not outside.is_empty():
+                raise PolyhedralError(
+                    f"kernel {scop.name}: statement {statement.name} (node '{statement.node}') accesses {access} outside "
+                    f"{access.array}{list(scop.array(access.array).shape)}, e.g. at {outside.sample_point()}"
+                )
+    return tuple(element_count(info) * np.dtype(info.dtype).itemsize for info in scop.arrays)
+
+
+__all__ = ["array_box", "element_count", "required_bytes"]

@@ -1,0 +1,158 @@
+"""Execution contexts: the private workspace of one call of a compiled model.
+
+A model's kernels read constants (shared, never written), the caller's inputs, and
+buffers that only live during a call: intermediate tensors between kernels, kernel
+temporaries and the scratch arrays of data-layout transformations (packed panels,
+zero-padded and im2col copies). An :class:`ExecutionContext` owns one set of those
+buffers and one :class:`~polytf.runtime.argument_table.ArgumentTable` per kernel; a call
+takes a context from a :class:`ContextPool`, which makes a new one when every context is
+in use, so concurrent calls never share a buffer and the pool grows to the largest
+concurrency seen.
+
+Every buffer a context allocates is bound (and so size-checked) once, when the context
+is built; only the caller's arrays (inputs, fresh outputs) are bound on each call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from polytf.runtime.argument_table import ArgumentTable
+from polytf.runtime.buffers import aligned_empty
+from polytf.targets.target import CompiledKernel
+
+#: Kinds of kernel argument, by where its buffer comes from.
+CONSTANT = "constant"  # a graph constant, shared by all contexts (kernels only read it)
+INPUT = "input"  # a placeholder's value, the caller's (converted) array, bound per call
+OUTPUT = "output"  # a model output, a fresh array per call, bound per call
+INTERMEDIATE = "intermediate"  # a tensor passed between kernels, one buffer per context
+PRIVATE = "private"  # a kernel temporary or scratch array, one buffer per context and kernel
+
+
+@dataclass(frozen=True)
+class SlotBinding:
+    """Where one kernel argument's buffer comes from.
+
+    Attributes:
+        kind: one of CONSTANT, INPUT, OUTPUT, INTERMEDIATE, PRIVATE.
+        key: the storage tensor (``"node:port"``) for CONSTANT, OUTPUT and INTERMEDIATE;
+            the placeholder name for INPUT; empty for PRIVATE.
+    """
+
+    kind: str
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One kernel of a model and the binding of each of its arguments (``kernel.arrays`` order)."""
+
+    kernel: CompiledKernel
+    bindings: tuple[SlotBinding, ...]
+
+
+class ExecutionContext:
+    """Buffers and argument tables for one call at a time.
+
+    Args:
+        plans: the model's kernels in execution order.
+        constants: storage tensor -> the shared constant buffer.
+        intermediate_types: storage tensor -> ``(shape, dtype)`` of each INTERMEDIATE.
+
+    Raises:
+        ShapeError: a buffer does not fit its kernel (see :meth:`ArgumentTable.bind`).
+    """
+
+    def __init__(
+        self,
+        plans: Sequence[KernelPlan],
+        constants: Mapping[str, np.ndarray],
+        intermediate_types: Mapping[str, tuple[tuple[int, ...], str]],
+    ) -> None:
+        self._intermediates = {storage: aligned_empty(shape, dtype) for storage, (shape, dtype) in intermediate_types.items()}
+        self._tables: list[ArgumentTable] = []
+        #: per table, the (slot, binding) pairs bound on each call
+        self._per_call: list[list[tuple[int, SlotBinding]]] = []
+        for plan in plans:
+            table = ArgumentTable(plan.kernel)
+            per_call = []
+            for slot, binding in enumerate(plan.bindings):
+                if binding.kind == CONSTANT:
+                    table.bind(slot, constants[binding.key])
+                elif binding.kind == INTERMEDIATE:
+                    table.bind(slot, self._intermediates[binding.key])
+                elif binding.kind in (INPUT, OUTPUT):
+                    per_call.append((slot, binding))
+            table.allocate_unbound()  # temporaries and scratch (PRIVATE), zero-filled scratch
+            self._tables.append(table)
+            self._per_call.append(per_call)
+
+    def bind(self, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray]) -> None:
+        """Point the per-call slots at the caller's arrays (checked by ArgumentTable.bind).
+
+        Args:
+            inputs: placeholder name -> converted input array.
+            outputs: storage tensor -> fresh output array.
+        """
+        for table, per_call in zip(self._tables, self._per_call):
+            for slot, binding in per_call:
+                table.bind(slot, inputs[binding.key] if binding.kind == INPUT else outputs[binding.key])
+
+    def run(self, threads: int) -> None:
+        """Run every kernel once, in order, on the bound arrays."""
+        for table in self._tables:
+            table.run(threads)
+
+    def unbind(self) -> None:
+        """Forget the caller's arrays (a pooled context must not keep them alive)."""
+        for table, per_call in zip(self._tables, self._per_call):
+            for slot, _ in per_call:
+                table.unbind(slot)
+
+
+class ContextPool:
+    """Execution contexts for concurrent calls: one per call in flight, reused afterwards.
+
+    Args:
+        factory: makes a new context (called when every pooled context is in use).
+    """
+
+    def __init__(self, factory) -> None:
+        self._factory = factory
+        self._idle: list[ExecutionContext] = []
+        self._lock = threading.Lock()
+        self._size = 0
+
+    @property
+    def size(self) -> int:
+        """Contexts in the pool, idle or in use."""
+        return self._size
+
+    def release(self, context: ExecutionContext) -> None:
+        """Add an idle context (a new one, or one returned by :meth:`acquire`)."""
+        context.unbind()
+        with self._lock:
+            if context not in self._idle:
+                self._idle.append(context)
+
+    @contextlib.contextmanager
+    def acquire(self) -> Iterator[ExecutionContext]:
+        """A context no other call uses until this one is released."""
+        with self._lock:
+            context = self._idle.pop() if self._idle else None
+        if context is None:
+            context = self._factory()
+            with self._lock:
+                self._size += 1
+        try:
+            yield context
+        finally:
+            self.release(context)
+
+
+__all__ = ["CONSTANT", "INPUT", "OUTPUT", "INTERMEDIATE", "PRIVATE", "SlotBinding", "KernelPlan", "ExecutionContext", "ContextPool"]
