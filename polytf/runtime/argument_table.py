@@ -40,6 +40,8 @@ class ArgumentTable:
         self.pointers = (ctypes.c_void_p * len(kernel.arrays))()
         self._bound: list[np.ndarray | None] = [None] * len(kernel.arrays)
         self._slots = {info.name: slot for slot, info in enumerate(kernel.arrays)}
+        self._dtypes = tuple(np.dtype(info.dtype) for info in kernel.arrays)
+        self._unbound = len(kernel.arrays)  # slots without an array: the kernel may not run
 
     def slot(self, array_name: str) -> int:
         """The slot of the kernel's array ``array_name`` (e.g. ``"A0"``)."""
@@ -57,22 +59,35 @@ class ArgumentTable:
             ShapeError: the array is not C-contiguous, has another dtype, or is smaller than
                 the kernel's access relations require.
         """
-        info = self.kernel.arrays[slot]
-        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
-            raise ShapeError(f"kernel {self.kernel.scop.name}: array {info.name} ({info.tensor or info.role}) must be a C-contiguous numpy array")
-        if array.dtype != np.dtype(info.dtype):
-            raise ShapeError(f"kernel {self.kernel.scop.name}: array {info.name} ({info.tensor or info.role}) has dtype {array.dtype}, the kernel takes {info.dtype}")
-        needed = self.kernel.argument_bytes[slot]
-        if array.nbytes < needed:
-            raise ShapeError(
-                f"kernel {self.kernel.scop.name}: array {info.name} ({info.tensor or info.role}) holds {array.nbytes} bytes, "
-                f"the kernel's accesses need {needed} (shape {list(info.shape)})"
-            )
+        # one combined test on the hot path (it runs for every caller-provided array on every call)
+        if (
+            not isinstance(array, np.ndarray)
+            or not array.flags.c_contiguous
+            or array.dtype != self._dtypes[slot]
+            or array.nbytes < self.kernel.argument_bytes[slot]
+        ):
+            self._refuse(slot, array)
+        if self._bound[slot] is None:
+            self._unbound -= 1
         self._bound[slot] = array
         self.pointers[slot] = array.ctypes.data
 
+    def _refuse(self, slot: int, array: object) -> None:
+        """Raise the ShapeError saying why ``array`` cannot be bound to ``slot``."""
+        info = self.kernel.arrays[slot]
+        where = f"kernel {self.kernel.scop.name}: array {info.name} ({info.tensor or info.role})"
+        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+            raise ShapeError(f"{where} must be a C-contiguous numpy array")
+        if array.dtype != self._dtypes[slot]:
+            raise ShapeError(f"{where} has dtype {array.dtype}, the kernel takes {info.dtype}")
+        raise ShapeError(
+            f"{where} holds {array.nbytes} bytes, the kernel's accesses need {self.kernel.argument_bytes[slot]} (shape {list(info.shape)})"
+        )
+
     def unbind(self, slot: int) -> None:
         """Clear ``slot`` (the kernel cannot run until it is bound again)."""
+        if self._bound[slot] is not None:
+            self._unbound += 1
         self._bound[slot] = None
         self.pointers[slot] = None
 
@@ -104,7 +119,7 @@ class ArgumentTable:
         Raises:
             ShapeError: a slot has no array bound.
         """
-        if any(array is None for array in self._bound):
+        if self._unbound:
             missing = [self.kernel.arrays[slot].name for slot, array in enumerate(self._bound) if array is None]
             raise ShapeError(f"kernel {self.kernel.scop.name}: arrays {missing} are not bound")
         self.kernel.function(self.pointers, int(threads))

@@ -75,6 +75,8 @@ class CompiledModel:
         output_storages = {resolve_view(graph, t) for t in graph.outputs}
         #: kernel-produced outputs are written straight into fresh arrays on each call
         self._direct_outputs = tuple(sorted(output_storages & produced))
+        self._direct_output_types = tuple((s, tuple(graph.types[s].shape), np.dtype(graph.types[s].dtype)) for s in self._direct_outputs)
+        self._placeholder_of = placeholders
         self._constants: dict[str, np.ndarray] = {}
         intermediates: dict[str, tuple[tuple[int, ...], str]] = {}
         plans = []
@@ -149,17 +151,19 @@ class CompiledModel:
             ShapeError: an input has the wrong shape or cannot be converted.
         """
         bound = self._converted_inputs(inputs)
-        fresh = {storage: np.empty(self.graph.types[storage].shape, self.graph.types[storage].dtype) for storage in self._direct_outputs}
-        with self._contexts.acquire() as context:
+        fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
+        context = self._contexts.take()
+        try:
             context.bind(bound, fresh)
             context.run(self.threads)
+        finally:
+            self._contexts.release(context)
         result = {}
-        placeholders = {p.output(0): p.name for p in self.graph.placeholders}
         for name, storage, shape in self._outputs:
             if storage in fresh:
                 result[name] = fresh[storage].reshape(shape)
-            elif storage in placeholders:
-                result[name] = bound[placeholders[storage]].reshape(shape).copy()  # a placeholder passed through
+            elif storage in self._placeholder_of:
+                result[name] = bound[self._placeholder_of[storage]].reshape(shape).copy()  # a placeholder passed through
             else:
                 result[name] = self._constants[storage].reshape(shape).copy()
         return result
@@ -172,9 +176,9 @@ class CompiledModel:
             GraphError: missing or unknown names.
             ShapeError: a value that cannot be converted, or has the wrong shape.
         """
-        unknown = sorted(set(inputs) - set(self.input_types))
-        missing = sorted(set(self.input_types) - set(inputs))
-        if unknown or missing:
+        if inputs.keys() != self.input_types.keys():
+            unknown = sorted(set(inputs) - set(self.input_types))
+            missing = sorted(set(self.input_types) - set(inputs))
             raise GraphError(
                 f"model {self.source} takes inputs {sorted(self.input_types)}; "
                 + (f"missing {missing}" if missing else "")
@@ -200,7 +204,7 @@ class CompiledModel:
         """Per-call latencies in seconds of the kernels alone (inputs converted and bound
         once, outside the timed region)."""
         bound = self._converted_inputs(inputs)
-        fresh = {storage: np.empty(self.graph.types[storage].shape, self.graph.types[storage].dtype) for storage in self._direct_outputs}
+        fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
         with self._contexts.acquire() as context:
             context.bind(bound, fresh)
             return call_latencies(lambda: context.run(self.threads), repeats, warmup)

@@ -101,7 +101,7 @@ class ExecutionContext:
         """
         for table, per_call in zip(self._tables, self._per_call):
             for slot, binding in per_call:
-                table.bind(slot, inputs[binding.key] if binding.kind == INPUT else outputs[binding.key])
+                table.bind(slot, (inputs if binding.kind == INPUT else outputs)[binding.key])
 
     def run(self, threads: int) -> None:
         """Run every kernel once, in order, on the bound arrays."""
@@ -137,18 +137,23 @@ class ContextPool:
         """Add an idle context (a new one, or one returned by :meth:`acquire`)."""
         context.unbind()
         with self._lock:
-            if context not in self._idle:
+            if not any(idle is context for idle in self._idle):
                 self._idle.append(context)
+
+    def take(self) -> ExecutionContext:
+        """A context no other call uses until it is given back with :meth:`release`."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        context = self._factory()
+        with self._lock:
+            self._size += 1
+        return context
 
     @contextlib.contextmanager
     def acquire(self) -> Iterator[ExecutionContext]:
-        """A context no other call uses until this one is released."""
-        with self._lock:
-            context = self._idle.pop() if self._idle else None
-        if context is None:
-            context = self._factory()
-            with self._lock:
-                self._size += 1
+        """:meth:`take` a context, :meth:`release` it on exit."""
+        context = self.take()
         try:
             yield context
         finally:

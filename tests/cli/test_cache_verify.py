@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tensorboard.compat.proto import graph_pb2, types_pb2
+from graphdef_builders import write_matmul_graphdef
+from tensorboard.compat.proto import graph_pb2
 
 from polytf.autotune import record_verification
 from polytf.cli import main
@@ -30,18 +31,7 @@ WRONG = {"tile_sizes": [2, 16]}
 
 def write_matmul_model(path: Path, m: int = 6, k: int = 32, n: int = 96) -> Path:
     """A GraphDef ``mm = MatMul(x: [m, k], w: Const [k, n])``."""
-    graph = graph_pb2.GraphDef()
-    x = graph.node.add(name="x", op="Placeholder")
-    x.attr["dtype"].type = types_pb2.DT_FLOAT
-    for size in (m, k):
-        x.attr["shape"].shape.dim.add(size=size)
-    w = graph.node.add(name="w", op="Const")
-    w.attr["dtype"].type = w.attr["value"].tensor.dtype = types_pb2.DT_FLOAT
-    for size in (k, n):
-        w.attr["value"].tensor.tensor_shape.dim.add(size=size)
-    w.attr["value"].tensor.tensor_content = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32).tobytes()
-    graph.node.add(name="mm", op="MatMul", input=["x", "w"]).attr["T"].type = types_pb2.DT_FLOAT
-    path.write_bytes(graph.SerializeToString())
+    write_matmul_graphdef(path, m, k, n)
     return path
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tensorboard.compat.proto import graph_pb2, types_pb2
+from graphdef_builders import write_matmul_graphdef
 
 import polytf
 from polytf.config import CodegenConfig
@@ -29,21 +29,7 @@ TUNED_RECIPE = {"tile_sizes": [3, 32], "vector_width": 8}
 
 def write_matmul_model(path: Path, seed: int = 0) -> np.ndarray:
     """A GraphDef ``mm = MatMul(x: [M, K], w: Const [K, N])``; returns w."""
-    weights = np.random.default_rng(seed).standard_normal((K, N)).astype(np.float32)
-    graph = graph_pb2.GraphDef()
-    x = graph.node.add(name="x", op="Placeholder")
-    x.attr["dtype"].type = types_pb2.DT_FLOAT
-    for size in (M, K):
-        x.attr["shape"].shape.dim.add(size=size)
-    w = graph.node.add(name="w", op="Const")
-    w.attr["dtype"].type = types_pb2.DT_FLOAT
-    w.attr["value"].tensor.dtype = types_pb2.DT_FLOAT
-    for size in (K, N):
-        w.attr["value"].tensor.tensor_shape.dim.add(size=size)
-    w.attr["value"].tensor.tensor_content = weights.tobytes()
-    graph.node.add(name="mm", op="MatMul", input=["x", "w"]).attr["T"].type = types_pb2.DT_FLOAT
-    path.write_bytes(graph.SerializeToString())
-    return weights
+    return write_matmul_graphdef(path, M, K, N, seed)
 
 
 @pytest.fixture(scope="module")
