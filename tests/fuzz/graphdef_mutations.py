@@ -114,7 +114,7 @@ def _random_node(rng: random.Random, graph) -> graph_pb2.NodeDef:
 
 def _mutate_attr(rng, graph) -> str:
     node = _random_node(rng, graph)
-    keys = list(node.attr)
+    keys = sorted(node.attr)  # protobuf map order is not stable between processes
     if not keys:
         node.attr["padding"].s = rng.choice(_BAD_BYTES)
         return f"{node.name}: padding={node.attr['padding'].s!r}"
@@ -220,7 +220,10 @@ def _mutate_placeholder(rng, graph) -> str:
         return _mutate_attr(rng, graph)
     choice = rng.randrange(4)
     if choice == 0:
-        node.attr["shape"].shape.dim[rng.randrange(len(node.attr["shape"].shape.dim))].size = rng.choice(_DIMS)
+        dims = node.attr["shape"].shape.dim
+        if not dims:  # a scalar, or an earlier mutation deleted the shape
+            dims.add(size=1)
+        dims[rng.randrange(len(dims))].size = rng.choice(_DIMS)
         return f"{node.name}: a dim := {node.attr['shape'].shape}"
     if choice == 1:
         node.attr["shape"].shape.unknown_rank = True
@@ -244,7 +247,7 @@ def case(seed: int) -> tuple[bytes, str]:
     steps = [name]
     for _ in range(rng.choice((1, 1, 2, 3))):
         steps.append(rng.choice(MUTATIONS)(rng, graph))
-    data = graph.SerializeToString()
+    data = graph.SerializeToString(deterministic=True)
     if rng.random() < 0.08:
         if rng.random() < 0.5:
             data = data[: rng.randrange(1, len(data))]
