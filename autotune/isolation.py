@@ -224,10 +224,8 @@ class CandidateEvaluator:
             return reply
         if reply[0] == "failure":
             return reply[1]
-        _, latencies, error, worst = reply
-        if error is not None:
-            return f"verification failed: {error}"
-        return Measurement(tuple(latencies), None, worst)
+        measurement = reply[1]
+        return measurement if measurement.error is None else f"verification failed: {measurement.error}"
 
     def verify(self, recipe: ScheduleRecipe) -> tuple[str | None, float]:
         """Compile ``recipe`` and check it against the reference (no timing).
@@ -243,8 +241,8 @@ class CandidateEvaluator:
             return reply, math.inf
         if reply[0] == "failure":
             return reply[1], math.inf
-        _, _, error, worst = reply
-        return (None if error is None else f"verification failed: {error}"), worst
+        measurement = reply[1]
+        return (None if measurement.error is None else f"verification failed: {measurement.error}"), measurement.max_error
 
     def close(self) -> None:
         """Stop the worker: ask it to exit, or kill it if a candidate is still running in it

@@ -95,8 +95,11 @@ class KernelBench:
         table.allocate_scratch()
         return table
 
-    def verify(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig) -> tuple[str | None, float]:
+    def verify(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, table: ArgumentTable | None = None) -> tuple[str | None, float]:
         """Run once on NaN-filled outputs and compare with the reference.
+
+        Args:
+            table: an argument table of ``compiled`` from :meth:`table` (default: a new one).
 
         Returns:
             (error message or None, max absolute error).
@@ -104,7 +107,7 @@ class KernelBench:
         for info in self.scop.arrays:
             if info.role != "input":
                 self.arrays[self.index[info.name]][...] = np.nan
-        self.table(compiled).run(threads)
+        (table or self.table(compiled)).run(threads)
         worst = 0.0
         for name, expected in self.expected.items():
             actual = self.arrays[self.index[name]]
@@ -120,12 +123,15 @@ class KernelBench:
                 return f"wrong result in output {name}: max abs error {worst:.3g} (tolerance rtol {config.rtol}, atol {atol:.3g})", worst
         return None, worst
 
-    def time(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf) -> tuple[float, ...]:
+    def time(
+        self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf, table: ArgumentTable | None = None
+    ) -> tuple[float, ...]:
         """Latencies of ``config.repeats`` calls (at least ``min_repeat_s`` in total) after warm-up.
 
         A candidate whose warm-up call already takes longer than ``cutoff_s`` seconds cannot
-        win: that one latency is returned, so slow candidates cost one call, not a dozen."""
-        table = self.table(compiled)
+        win: that one latency is returned, so slow candidates cost one call, not a dozen.
+        ``table``: as for :meth:`verify`."""
+        table = table or self.table(compiled)
         for _ in range(config.warmup_runs):
             begin = time.perf_counter()
             table.run(threads)
@@ -140,9 +146,11 @@ class KernelBench:
             samples.append(time.perf_counter() - begin)
         return tuple(samples)
 
-    def measure(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf) -> Measurement:
-        """Verify, then time (see :meth:`time` for ``cutoff_s``)."""
-        error, worst = self.verify(compiled, threads, config)
-        if error is not None:
+    def measure(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf, timed: bool = True) -> Measurement:
+        """Verify, then time unless ``timed`` is false (see :meth:`time` for ``cutoff_s``), on
+        one argument table."""
+        table = self.table(compiled)
+        error, worst = self.verify(compiled, threads, config, table)
+        if error is not None or not timed:
             return Measurement((), error, worst)
-        return Measurement(self.time(compiled, threads, config, cutoff_s), None, worst)
+        return Measurement(self.time(compiled, threads, config, cutoff_s, table), None, worst)

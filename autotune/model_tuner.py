@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ from polytf.autotune.tuner import TrialCallback, tune_kernel
 from polytf.config import CodegenConfig, TuningConfig, default_thread_count
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.cache import KernelCache, TuningRecord
-from polytf.runtime.model_builder import build_model, cache_key, prepare_model
+from polytf.runtime.model_builder import build_model, cache_key, prepare_model, schedule_record
 from polytf.targets.cpu import CpuTarget
 
 
@@ -143,8 +143,8 @@ def tune_model(
     for digest, kernel in unique.items():
         key = keys[kernel.scop.name]
         record = None if retune else cache.load(key)
-        if record is not None and not _usable(record, kernel, target, cache.path_for(key)):
-            record = None
+        if record is not None and schedule_record(kernel, record, target, cache.path_for(key)) is None:
+            record = None  # an illegal recipe: tuned again
         if record is not None and record.complete:
             rows[digest] = KernelReport(kernel.scop.name, tuple(op for _, op in kernel.scop.ops), record.default_latency_s, record.best_latency_s, record.trials, record.failed_trials, "cached", record.schedule_recipe.describe())
             progress.kernel_finished(rows[digest])
@@ -200,21 +200,10 @@ def tune_model(
         digest = keys[kernel.scop.name].digest()
         if digest in rows:
             row = rows[digest]
-            first = kernel is unique[digest]
-            report.kernels.append(
-                KernelReport(
-                    kernel.scop.name,
-                    tuple(op for _, op in kernel.scop.ops),
-                    row.default_latency_s,
-                    row.tuned_latency_s,
-                    row.trials if first else 0,
-                    row.failed_trials if first else 0,
-                    row.status if first else "shared",
-                    row.recipe,
-                    row.failures if first else (),
-                    row.trials_here if first else 0,
-                )
-            )
+            if kernel is not unique[digest]:  # an identical kernel: it shares the first one's record
+                ops = tuple(op for _, op in kernel.scop.ops)
+                row = replace(row, kernel=kernel.scop.name, ops=ops, trials=0, failed_trials=0, status="shared", failures=(), trials_here=0)
+            report.kernels.append(row)
 
     if measure_model and not report.interrupted:
         progress.message("timing the whole model (default recipes vs tuned)")
@@ -227,22 +216,6 @@ def tune_model(
             report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
     report.elapsed_s = time.perf_counter() - started
     return report
-
-
-def _usable(record: TuningRecord, kernel: LoweredKernel, target, path) -> bool:
-    """Whether the record's recipe is valid and legal for ``kernel`` (a record with a sound
-    schema may still hold an illegal recipe); if not, one warning names the record and the
-    kernel is tuned again."""
-    from polytf.errors import PolytfError
-    from polytf.runtime.cache import warn_ignored_record
-    from polytf.schedules.builder import schedule_scop
-
-    try:
-        schedule_scop(kernel.scop, record.schedule_recipe, limits=target.limits)
-    except PolytfError as error:
-        warn_ignored_record(path, f"its recipe cannot be used: {error}")
-        return False
-    return True
 
 
 def _key_dict(key) -> dict:

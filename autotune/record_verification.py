@@ -24,15 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from polytf.config import CodegenConfig, MeasurementConfig, code_knobs
+from polytf.config import VERIFY_TIME_LIMIT_S, CodegenConfig, MeasurementConfig, code_knobs
 from polytf.errors import PolytfError
+from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.cache import KernelCache, TuningRecord
 from polytf.runtime.cache_key import current_versions, key_differences
 from polytf.runtime.model_builder import PreparedModel, cache_key, prepare_model
 from polytf.targets.cpu import CpuTarget
-
-#: Seconds one record's worker may take to compile and verify its recipe.
-VERIFY_TIME_LIMIT_S = 120.0
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 
@@ -57,18 +55,12 @@ class RecordCheck:
     detail: str
 
 
-#: ``CandidateEvaluator(kernel, threads, measurement=..., seed=..., time_limit_s=...)``: a context
-#: manager whose ``verify(recipe)`` returns ``(cause or None, max_abs_error)``
-EvaluatorFactory = Callable[..., object]
-
-
 def verify_records(
     cache: KernelCache,
     models: Sequence[str | os.PathLike] | None = None,
     *,
     time_limit_s: float = VERIFY_TIME_LIMIT_S,
     measurement: MeasurementConfig | None = None,
-    evaluator_factory: EvaluatorFactory | None = None,
     on_check: Callable[[RecordCheck], None] | None = None,
 ) -> list[RecordCheck]:
     """Verify the records of ``cache`` (all, or those tuned from one of ``models``).
@@ -79,7 +71,6 @@ def verify_records(
             no model, are then not reported). None or empty: every record.
         time_limit_s: per record, for its worker process.
         measurement: tolerances against the numpy reference (default MeasurementConfig()).
-        evaluator_factory: the worker API (default CandidateEvaluator; tests pass a fake).
         on_check: called with each verdict as soon as it is known (Ctrl-C keeps those).
 
     Returns:
@@ -92,7 +83,7 @@ def verify_records(
     codegen = CodegenConfig()
     target = CpuTarget(codegen)
     machine = {"target": target.fingerprint(), "knobs": code_knobs(codegen), "versions": current_versions()}
-    verifier = _Verifier(target, codegen, evaluator_factory, measurement or MeasurementConfig(), time_limit_s)
+    verifier = _Verifier(target, codegen, measurement or MeasurementConfig(), time_limit_s)
     checks: list[RecordCheck] = []
 
     def report(check: RecordCheck) -> None:
@@ -121,8 +112,15 @@ def verify_records(
 
     for (model, input_shapes, outputs), members in groups.items():
         prepared, problem = _prepare(model, dict(input_shapes), outputs)
+        kernels: dict[int, dict[str, LoweredKernel]] = {}  # threads -> key digest -> kernel, computed once per model
         for path, record in members:
-            report(verifier.check(path, record, prepared) if prepared is not None else _verdict(path, record, SKIPPED, problem))
+            if prepared is None:
+                report(_verdict(path, record, SKIPPED, problem))
+                continue
+            threads = record.key["threads"]
+            if threads not in kernels:
+                kernels[threads] = verifier.kernels_by_digest(prepared, threads)
+            report(verifier.check(path, record, kernels[threads].get(record.digest)))
     return checks
 
 
@@ -132,18 +130,23 @@ class _Verifier:
 
     target: CpuTarget
     codegen: CodegenConfig
-    evaluator_factory: EvaluatorFactory | None
     measurement: MeasurementConfig
     time_limit_s: float
 
-    def check(self, path: Path, record: TuningRecord, prepared: PreparedModel) -> RecordCheck:
-        threads = record.key["threads"]
-        matches = [kernel for kernel in prepared.kernels if cache_key(kernel, self.target, threads, self.codegen).digest() == record.digest]
-        if not matches:
+    def kernels_by_digest(self, prepared: PreparedModel, threads: int) -> dict[str, LoweredKernel]:
+        """Cache-key digest -> the first kernel of ``prepared`` with that key."""
+        result: dict[str, LoweredKernel] = {}
+        for kernel in prepared.kernels:
+            result.setdefault(cache_key(kernel, self.target, threads, self.codegen).digest(), kernel)
+        return result
+
+    def check(self, path: Path, record: TuningRecord, kernel: LoweredKernel | None) -> RecordCheck:
+        """Verify ``record`` on ``kernel``, the model's kernel with the record's key (None: none has it)."""
+        if kernel is None:
             return _verdict(path, record, SKIPPED, f"kernel no longer in the model (no kernel of {record.model} has this record's key)")
-        factory = self.evaluator_factory or default_evaluator_factory()
+        factory = default_evaluator_factory()
         try:
-            with factory(matches[0], threads, measurement=self.measurement, seed=0, time_limit_s=self.time_limit_s) as evaluator:
+            with factory(kernel, record.key["threads"], measurement=self.measurement, seed=0, time_limit_s=self.time_limit_s) as evaluator:
                 cause, max_abs_error = evaluator.verify(record.schedule_recipe)
         except PolytfError as error:
             return _verdict(path, record, FAILED, f"{type(error).__name__}: {error}")
@@ -152,7 +155,7 @@ class _Verifier:
         return _verdict(path, record, OK, f"max abs error {max_abs_error:.3g}")
 
 
-def default_evaluator_factory() -> EvaluatorFactory:
+def default_evaluator_factory() -> Callable[..., object]:
     """The worker-process evaluator of the tuner (imported late: ``polytf cache list`` does not need it)."""
     from polytf.autotune.isolation import CandidateEvaluator
 

@@ -129,8 +129,7 @@ def tune_kernel(
         CacheError: a lock of the cache cannot be acquired in time.
     """
     config = measurement or MeasurementConfig()
-    lanes = getattr(target, "vector_lanes", None) or getattr(target, "native_vector_width", 8)
-    space = SearchSpace.for_scop(kernel.scop, threads, lanes, getattr(target, "vector_registers", None))
+    space = SearchSpace.for_scop(kernel.scop, threads, target.vector_lanes, target.vector_registers)
     study_run = _StudyRun(
         kernel,
         space,

@@ -11,9 +11,9 @@ Protocol (``multiprocessing`` connection, pickled tuples), parent → worker:
   work on, its seeded inputs and the reference outputs (computed by the parent, which
   holds the numpy reference); answered ``("ready",)``.
 - ``("candidate", recipe_dict, cutoff_s, verify_only, fault)``: compile the recipe, verify
-  it, and unless ``verify_only`` time it; answered ``("measurement", latencies_s, error,
-  max_error)`` or ``("failure", cause)`` for a recipe that raises (illegal, does not
-  compile, or an internal error).
+  it, and unless ``verify_only`` time it (:meth:`KernelBench.measure`); answered
+  ``("measurement", Measurement)`` or ``("failure", cause)`` for a recipe that raises
+  (illegal, does not compile, or an internal error).
 - ``("exit",)``.
 
 Timing happens here, around the kernel calls only (:class:`KernelBench`), so neither the
@@ -99,14 +99,13 @@ def serve(connection) -> None:
             inject(fault)
         try:
             compiled = target.compile(bench.scop, ScheduleRecipe.from_dict(recipe_dict))
-            error, worst = bench.verify(compiled, threads, measurement)
-            latencies = () if error is not None or verify_only else bench.time(compiled, threads, measurement, cutoff_s)
+            result = bench.measure(compiled, threads, measurement, cutoff_s, timed=not verify_only)
         except PolytfError as error:  # an illegal recipe, a compile error, a buffer too small
             connection.send(("failure", f"{type(error).__name__}: {error}"))
         except Exception as error:  # a bug in polytf: this candidate fails with it, the study goes on
             connection.send(("failure", internal_error(error)))
         else:
-            connection.send(("measurement", latencies, error, worst))
+            connection.send(("measurement", result))
 
 
 __all__ = ["serve", "inject", "internal_error", "main", "FAULTS"]

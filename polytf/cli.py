@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from polytf import __version__
+from polytf.config import VERIFY_TIME_LIMIT_S, TuningConfig
 from polytf.errors import PolytfError
 
 console = Console(stderr=True)
@@ -195,7 +196,7 @@ def command_show(args) -> int:
     from polytf.config import CodegenConfig, default_thread_count
     from polytf.graph.passes.pipeline import summary
     from polytf.runtime.cache import KernelCache
-    from polytf.runtime.model_builder import cache_key, default_recipe, prepare_graph, prepare_model
+    from polytf.runtime.model_builder import cache_key, default_recipe, prepare_graph, prepare_model, schedule_record
     from polytf.schedules.builder import build_ast, schedule_scop
     from polytf.schedules.recipe import ScheduleRecipe
     from polytf.targets.cpu import CpuTarget
@@ -218,23 +219,18 @@ def command_show(args) -> int:
         raise SystemExit(f"error: no kernel {args.kernel!r}; kernels: {', '.join(k.scop.name for k in prepared.kernels)}")
     kernel = matches[0]
     target = CpuTarget()
+    scheduled = None
     if args.recipe:
         recipe = ScheduleRecipe.from_json(Path(args.recipe).read_text())
     else:
         cache = KernelCache(args.cache_dir)
         key = cache_key(kernel, target, threads, CodegenConfig())
         record = cache.load(key)
-        recipe = record.schedule_recipe if record else default_recipe(kernel, threads)
         if record is not None:
-            from polytf.errors import ScheduleError
-            from polytf.runtime.cache import warn_ignored_record
-
-            try:
-                schedule_scop(kernel.scop, recipe, limits=target.limits)
-            except ScheduleError as error:
-                warn_ignored_record(cache.path_for(key), f"its recipe cannot be used: {error}")
-                recipe = default_recipe(kernel, threads)
-    scheduled = schedule_scop(kernel.scop, recipe, limits=target.limits)
+            scheduled = schedule_record(kernel, record, target, cache.path_for(key))
+        recipe = record.schedule_recipe if scheduled is not None else default_recipe(kernel, threads)
+    if scheduled is None:
+        scheduled = schedule_scop(kernel.scop, recipe, limits=target.limits)
     sections = [("scop", str(kernel.scop)), ("recipe", recipe.to_json())]
     if scheduled.scop is not kernel.scop:
         sections.append(("scop after data-layout transformations (packing, padding, im2col)", str(scheduled.scop)))
@@ -363,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--candidate-timeout",
         type=float,
         metavar="S",
-        help="wall-clock limit of one candidate (compile, verify, time) in its worker process; a candidate over it fails (default 60)",
+        help=f"wall-clock limit of one candidate (compile, verify, time) in its worker process; a candidate over it fails (default {TuningConfig.candidate_time_limit_s:g})",
     )
     tune.set_defaults(handler=command_tune)
 
@@ -426,7 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify = actions.add_parser("verify", help="recompile every record in a worker process and check it against numpy")
     verify.add_argument("models", nargs="*", metavar="MODEL", help="only the records tuned from these model files")
     verify.add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
-    verify.add_argument("--time-limit", type=float, default=120.0, metavar="S", help="seconds per record's worker process (default 120)")
+    verify.add_argument(
+        "--time-limit", type=float, default=VERIFY_TIME_LIMIT_S, metavar="S", help=f"seconds per record's worker process (default {VERIFY_TIME_LIMIT_S:g})"
+    )
     cache.set_defaults(handler=command_cache)
 
     ops = commands.add_parser("ops", help="list the TensorFlow ops polytf compiles")

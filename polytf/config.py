@@ -129,6 +129,8 @@ class GraphPassConfig:
 #: kernel's study die of SIGSEGV, trial 5 hang, and trial 7 print an ``LLVM ERROR`` line
 #: and abort (see :mod:`polytf.autotune.worker`).
 TUNING_FAULTS_ENVIRONMENT_VARIABLE = "POLYTF_TUNING_FAULTS"
+#: Seconds ``polytf cache verify`` gives each record's worker process (compile and check).
+VERIFY_TIME_LIMIT_S = 120.0
 
 
 @dataclass(frozen=True)

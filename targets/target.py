@@ -10,9 +10,7 @@ import abc
 import ctypes
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from polytf.poly.access_bounds import element_count
+from polytf.poly.access_bounds import array_bytes
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.validation import TargetLimits
@@ -50,7 +48,7 @@ class CompiledKernel:
         if not self.arrays:
             self.arrays = tuple(self.scop.arrays)
         if not self.argument_bytes:
-            self.argument_bytes = tuple(element_count(a) * np.dtype(a.dtype).itemsize for a in self.arrays)
+            self.argument_bytes = tuple(array_bytes(a) for a in self.arrays)
         if len(self.argument_bytes) != len(self.arrays):
             raise ValueError(f"kernel {self.scop.name}: {len(self.argument_bytes)} argument sizes for {len(self.arrays)} arguments")
 

@@ -14,9 +14,11 @@ Source: access relations and their images, isl manual ("Sets and Relations",
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import islpy as isl
+import numpy as np
 
 from polytf.errors import PolyhedralError
 from polytf.poly.scop import ArrayInfo, Scop
@@ -28,12 +30,9 @@ def array_box(info: ArrayInfo) -> isl.Set:
     return box_set(info.name, tuple(f"i{k}" for k in range(len(info.shape))), tuple(int(s) for s in info.shape))
 
 
-def element_count(info: ArrayInfo) -> int:
-    """Elements of a row-major array of ``info.shape`` (1 for a scalar)."""
-    count = 1
-    for extent in info.shape:
-        count *= int(extent)
-    return count
+def array_bytes(info: ArrayInfo) -> int:
+    """Bytes of a row-major array of ``info.shape`` and ``info.dtype`` (one element for a scalar)."""
+    return math.prod(int(extent) for extent in info.shape) * np.dtype(info.dtype).itemsize
 
 
 @lru_cache(maxsize=512)
@@ -46,15 +45,13 @@ def required_bytes(scop: Scop) -> tuple[int, ...]:
             remainder by constants), e.g. a kernel after data-layout transformations.
 
     Returns:
-        ``element_count(array) * itemsize`` per array.
+        :func:`array_bytes` of each array.
 
     Raises:
         PolyhedralError: an access reaches outside its array (a polytf bug in a lowering
             or a data-layout transformation); the message names the statement, the
             array and one offending element.
     """
-    import numpy as np
-
     boxes = {info.name: array_box(info) for info in scop.arrays}
     for statement in scop.statements:
         for access in (statement.write, *statement.reads):
@@ -68,7 +65,7 @@ def required_bytes(scop: Scop) -> tuple[int, ...]:
                     f"kernel {scop.name}: statement {statement.name} (node '{statement.node}') accesses {access} outside "
                     f"{access.array}{list(scop.array(access.array).shape)}, e.g. at {outside.sample_point()}"
                 )
-    return tuple(element_count(info) * np.dtype(info.dtype).itemsize for info in scop.arrays)
+    return tuple(array_bytes(info) for info in scop.arrays)
 
 
-__all__ = ["array_box", "element_count", "required_bytes"]
+__all__ = ["array_box", "array_bytes", "required_bytes"]

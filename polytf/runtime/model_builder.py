@@ -25,8 +25,10 @@ from polytf.graph.passes.pruning import prune_to_outputs
 from polytf.graph.passes.report import PassReport
 from polytf.ops.lowering import LoweredKernel, lower_group
 from polytf.ops.shape_inference import infer_types
-from polytf.runtime.cache import CacheKey, KernelCache
+from polytf.runtime.cache import CacheKey, KernelCache, warn_ignored_record
 from polytf.runtime.compiled_model import CompiledModel
+from polytf.runtime.tuning_record import TuningRecord
+from polytf.schedules.builder import ScheduledScop, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
@@ -182,6 +184,17 @@ def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, target: Target,
             CacheWarning(f"ignoring tuning record {cached.record}: its recipe cannot be used: {cause}; the kernel uses its default recipe"),
             stacklevel=3,
         )
+        return None
+
+
+def schedule_record(kernel: LoweredKernel, record: TuningRecord, target: Target, path: Path) -> ScheduledScop | None:
+    """``kernel`` scheduled with ``record``'s recipe, or None when the recipe is invalid or
+    illegal for it (a record with a sound schema may still hold one); then one CacheWarning
+    names the record file ``path`` and the reason."""
+    try:
+        return schedule_scop(kernel.scop, record.schedule_recipe, limits=target.limits)
+    except PolytfError as error:
+        warn_ignored_record(path, f"its recipe cannot be used: {error}")
         return None
 
 
