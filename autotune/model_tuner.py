@@ -172,7 +172,7 @@ def tune_model(
         )
         ops = tuple(op for _, op in kernel.scop.ops)
         record = TuningRecord(
-            key=_key_dict(key),
+            key=key.as_dict(),
             kernel=kernel.scop.name,
             ops=ops,
             recipe=result.best_recipe.to_dict(),
@@ -182,8 +182,8 @@ def tune_model(
             failed_trials=len(result.failures),
             complete=not result.interrupted,
             model=str(Path(path).resolve()),
-            input_shapes={name: list(shape) for name, shape in (input_shapes or {}).items()},
-            outputs=tuple(outputs or ()),
+            input_shapes=input_shapes or {},
+            outputs=outputs or (),
         )
         cache.save(record, key)
         status = "interrupted" if result.interrupted else "tuned"
@@ -216,11 +216,3 @@ def tune_model(
             report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
     report.elapsed_s = time.perf_counter() - started
     return report
-
-
-def _key_dict(key) -> dict:
-    from dataclasses import asdict
-
-    data = asdict(key)
-    data["digest"] = key.digest()
-    return data

@@ -139,7 +139,6 @@ def command_tune(args) -> int:
     from dataclasses import replace
 
     from polytf.autotune.model_tuner import tune_model
-    from polytf.config import TuningConfig
 
     config = TuningConfig()
     if args.candidate_timeout is not None:

@@ -133,8 +133,7 @@ class KernelCache:
         Raises:
             CacheError: the directory or database cannot be created or opened.
         """
-        self._ensure()
-        with self.lock("studies"):
+        with self.lock("studies"):  # lock() creates the directory
             return open_study_storage(self.study_database)
 
     def lock(self, name: str) -> FileLock:
@@ -171,12 +170,12 @@ class KernelCache:
         :class:`CacheWarning` naming the file and the reason. Never raises because of a
         record's contents.
         """
-        path = self.path_for(key)
+        expected = key.as_dict()
+        path = self.records_dir / f"{expected['digest']}.json"  # path_for(key), without a second digest
         try:
             if not path.is_file():
                 return None
             record = _parse_file(path)
-            expected = key.as_dict()
             if record.key != expected:
                 raise CacheError(describe_key_differences(record.key, expected))
         except OSError as error:  # e.g. a records directory this user may not read
@@ -195,9 +194,8 @@ class KernelCache:
             CacheError: the file cannot be written, or the record is invalid.
         """
         text = record_to_json(replace(record, key=key.as_dict()))
-        self._ensure()
         path = self.path_for(key)
-        with self.lock("records"):
+        with self.lock("records"):  # lock() creates the directory
             temporary = None
             try:
                 with tempfile.NamedTemporaryFile("w", dir=self.records_dir, suffix=".tmp", delete=False, encoding="utf-8") as handle:
@@ -260,25 +258,14 @@ class KernelCache:
         return ClearReport(count, removed, kept)
 
 
-def read_record(path: Path) -> TuningRecord:
-    """Read and validate the record file at ``path`` (its key is not compared with anything).
-
-    Raises:
-        CacheError: unreadable, not JSON, or a schema violation; the message names the file.
-    """
-    try:
-        return _parse_file(path)
-    except CacheError as error:
-        raise CacheError(f"tuning record {path}: {error}") from None
-
-
 def warn_ignored_record(path: Path, reason: str) -> None:
     """Emit the one CacheWarning of an unusable record: its file, the reason, the fallback."""
     warnings.warn(CacheWarning(f"ignoring tuning record {path}: {reason}; the kernel uses its default recipe"), stacklevel=3)
 
 
 def _parse_file(path: Path) -> TuningRecord:
-    """:func:`read_record` whose CacheError says only what is wrong (the caller names the file)."""
+    """Read and validate the record file at ``path``; the CacheError says only what is
+    wrong (the caller names the file)."""
     try:
         with path.open("rb") as handle:
             text = handle.read(MAX_RECORD_BYTES + 1)  # never more, whatever the file is

@@ -10,13 +10,12 @@ with a recipe (explicit, from a validated tuning record, or the default) into a
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from polytf.config import CodegenConfig, code_knobs, default_thread_count
-from polytf.errors import CacheWarning, PolytfError
+from polytf.errors import PolytfError
 from polytf.frontend import load_graph
 from polytf.graph import Graph
 from polytf.graph.passes.fusion import FusionGroup, partition
@@ -180,10 +179,7 @@ def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, target: Target,
         cause = str(error) if isinstance(error, PolytfError) else f"{type(error).__name__}: {error}"
         if kernel.scop.name not in cause:
             cause = f"kernel {kernel.scop.name}: {cause}"
-        warnings.warn(
-            CacheWarning(f"ignoring tuning record {cached.record}: its recipe cannot be used: {cause}; the kernel uses its default recipe"),
-            stacklevel=3,
-        )
+        warn_ignored_record(cached.record, f"its recipe cannot be used: {cause}")
         return None
 
 
@@ -201,16 +197,16 @@ def schedule_record(kernel: LoweredKernel, record: TuningRecord, target: Target,
 def cached_recipes(prepared: PreparedModel, cache: KernelCache, target: Target, threads: int, codegen: CodegenConfig) -> dict[str, CachedRecipe]:
     """Kernel name -> its recipe from a valid record of ``cache`` (identical kernels share
     one record, read once; an unusable record gives one CacheWarning and no entry)."""
-    by_digest: dict[str, CachedRecipe | None] = {}
+    by_path: dict[Path, CachedRecipe | None] = {}
     result = {}
     for kernel in prepared.kernels:
         key = cache_key(kernel, target, threads, codegen)
-        digest = key.digest()
-        if digest not in by_digest:
+        path = cache.path_for(key)  # one file per key digest
+        if path not in by_path:
             record = cache.load(key)
-            by_digest[digest] = None if record is None else CachedRecipe(record.schedule_recipe, cache.path_for(key))
-        if by_digest[digest] is not None:
-            result[kernel.scop.name] = by_digest[digest]
+            by_path[path] = None if record is None else CachedRecipe(record.schedule_recipe, path)
+        if by_path[path] is not None:
+            result[kernel.scop.name] = by_path[path]
     return result
 
 

@@ -29,6 +29,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 from polytf.errors import CacheError, ScheduleError
 from polytf.schedules.recipe import ScheduleRecipe
@@ -74,9 +75,9 @@ class TuningRecord:
         object.__setattr__(self, "outputs", tuple(self.outputs))
         object.__setattr__(self, "input_shapes", {str(name): tuple(shape) for name, shape in dict(self.input_shapes).items()})
 
-    @property
+    @cached_property
     def schedule_recipe(self) -> ScheduleRecipe:
-        """The recipe as a ScheduleRecipe.
+        """The recipe as a ScheduleRecipe (parsed once per record).
 
         Raises:
             ScheduleError: the recipe is malformed (never for a record from :func:`parse_record`).
