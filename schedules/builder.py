@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polytf.errors import ScheduleError
-from polytf.poly.scop import Scop
+from polytf.poly.scop import Scop, balanced_union
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
 from polytf.schedules.marks import MicrokernelMark, ParallelMark
@@ -153,10 +153,8 @@ def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, reci
 
 
 def _union_domain(statements) -> isl.UnionSet:
-    result = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    for s in statements:
-        result = result.union(isl.UnionSet.from_set(s.domain()))
-    return result
+    empty = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    return balanced_union([isl.UnionSet.from_set(s.domain()) for s in statements], empty)
 
 
 def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:

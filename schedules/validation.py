@@ -129,10 +129,11 @@ def _check_data_layout(scop: Scop, recipe: ScheduleRecipe, register_tiles: tuple
         raise _invalid(scop, "algorithm", recipe.algorithm, f"direct (statement {anchor.name} is not a sum of products with one windowed read)")
     if recipe.pad and not can_zero_pad(scop):
         raise _invalid(scop, "pad", True, f"false (statement {anchor.name} is not a sum of products whose guards only keep its reads in bounds)")
+    operands = packable_operands(scop) if recipe.pack else ()  # isl work: only when a recipe packs
     registers = {f"d{k}" for k, size in enumerate(register_tiles) if size}
-    packable = [array for array, iterators in packable_operands(scop) if registers & set(iterators)]
+    packable = [array for array, iterators in operands if registers & set(iterators)]
     if len(set(recipe.pack)) != len(recipe.pack) or any(name not in packable for name in recipe.pack):
-        every = [array for array, _ in packable_operands(scop)]
+        every = [array for array, _ in operands]
         raise _invalid(
             scop,
             "pack",
