@@ -23,6 +23,7 @@ from polytf.errors import GraphError
 from polytf.frontend.attributes import decode_attrs
 from polytf.frontend.lazy_tensor import LazyTensor
 from polytf.graph.graph import Graph, Node, split_tensor_name, tensor_name
+from polytf.graph.passes.pruning import live_node_names
 
 __all__ = ["load_graph", "parse_graphdef", "graph_from_graphdef", "default_outputs", "EXCLUDED_SINK_OPS"]
 
@@ -304,8 +305,8 @@ def graph_from_graphdef(graph_def: graph_pb2.GraphDef, outputs: Sequence[str] | 
     selected = _select_outputs(nodes, outputs, source)
     # only the fan-in of the outputs (and the placeholders, the model's signature) is kept:
     # nothing else is ever typed, decoded or compiled
-    live = _fan_in([split_tensor_name(t)[0] for t in selected], deps)
-    nodes = {name: _decoded(node) for name, node in nodes.items() if name in live or node.op == "Placeholder"}
+    live = live_node_names(nodes, selected)
+    nodes = {name: _decoded(node) for name, node in nodes.items() if name in live}
     return Graph(nodes=nodes, outputs=selected, source=source)
 
 
@@ -321,18 +322,6 @@ def _decoded(node: Node) -> Node:
     if node.op != "Const" or not isinstance(value, LazyTensor):
         return node
     return Node(node.name, node.op, node.inputs, node.control_inputs, {**node.attrs, "value": value.value()})
-
-
-def _fan_in(roots: Sequence[str], deps: dict[str, list[str]]) -> set[str]:
-    """The nodes ``roots`` depend on through data and control inputs, roots included."""
-    live: set[str] = set()
-    pending = list(roots)
-    while pending:
-        name = pending.pop()
-        if name not in live:
-            live.add(name)
-            pending.extend(deps[name])
-    return live
 
 
 def load_graph(path: str | os.PathLike[str], outputs: Sequence[str] | None = None) -> Graph:

@@ -133,8 +133,6 @@ def lower_squared_difference(node, inputs, outputs, context):
 
 def _check_bias_format(node) -> None:
     data_format = attr_string(node, "data_format", "NHWC")
-    if isinstance(data_format, bytes):
-        data_format = data_format.decode()
     if data_format != "NHWC":
         raise ShapeError(
             f"BiasAdd with data_format {data_format!r} is not supported: polytf supports NHWC only "

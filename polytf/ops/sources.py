@@ -21,8 +21,6 @@ from polytf.ops.registry import SOURCE, OpDefinition, register
 
 def dtype_name(dtype) -> str:
     """Normalise a dtype given as a name, a numpy dtype or a numpy type to its name."""
-    if isinstance(dtype, bytes):
-        dtype = dtype.decode()
     try:
         return np.dtype(dtype).name
     except TypeError:
