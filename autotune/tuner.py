@@ -129,7 +129,7 @@ def tune_kernel(
         CacheError: a lock of the cache cannot be acquired in time.
     """
     config = measurement or MeasurementConfig()
-    space = SearchSpace.for_scop(kernel.scop, threads, target.vector_lanes, target.vector_registers)
+    space = target.search_space(kernel.scop, threads)
     study_run = _StudyRun(
         kernel,
         space,

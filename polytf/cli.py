@@ -227,7 +227,7 @@ def command_show(args) -> int:
         record = cache.load(key)
         if record is not None:
             scheduled = schedule_record(kernel, record, target, cache.path_for(key))
-        recipe = record.schedule_recipe if scheduled is not None else default_recipe(kernel, threads)
+        recipe = record.schedule_recipe if scheduled is not None else default_recipe(kernel, threads, target)
     if scheduled is None:
         scheduled = schedule_scop(kernel.scop, recipe, limits=target.limits)
     sections = [("scop", str(kernel.scop)), ("recipe", recipe.to_json())]

@@ -33,9 +33,12 @@ does not yet reassociate reductions); isl's check confirms every candidate.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
+from polytf.poly.expression import AffineExpr
 from polytf.poly.scop import Scop
+from polytf.schedules.analytic_recipe import AnalyticBlocking, CacheSizes, analytic_blocking
 from polytf.schedules.data_layout import can_zero_pad, im2col_applies, packable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
@@ -114,21 +117,27 @@ class SearchSpace:
     packable: tuple[tuple[str, tuple[str, ...]], ...] = ()
     #: per shared dimension: it carries no dependence (a loop over it may run in parallel)
     coincident: tuple[bool, ...] = ()
+    #: the analytic default's parameters (:mod:`polytf.schedules.analytic_recipe`), or empty
+    analytic: tuple[tuple[str, object], ...] = ()
 
     @staticmethod
-    def for_scop(scop: Scop, threads: int = 1, lanes: int = 8, registers: int | None = None) -> SearchSpace:
+    def for_scop(scop: Scop, threads: int = 1, lanes: int = 8, registers: int | None = None, caches: CacheSizes | None = None) -> SearchSpace:
         """The space of ``scop`` for ``threads`` threads, ``lanes`` float32 vector lanes and
         ``registers`` vector registers (a target's ``vector_lanes`` and ``vector_registers``;
-        ``registers`` None: the conservative 16 of :class:`~polytf.schedules.validation.TargetLimits`).
+        ``registers`` None: the conservative 16 of :class:`~polytf.schedules.validation.TargetLimits`)
+        and per-core ``caches`` (a target's ``cache_sizes``; None: :class:`CacheSizes`'
+        defaults), which size the analytic default recipe.
         Every recipe of the space passes :func:`~polytf.schedules.validation.validate_recipe`
         with ``TargetLimits(lanes, registers)`` and legality."""
         depth = shared_band_depth(scop)
         anchor = anchor_statement(scop)
         extents = anchor.extents
+        registers = registers or TargetLimits().vector_registers
+        coincident = [carries_no_dependence(scop, k) for k in range(depth)]
+        blocking = _blocking(scop, anchor, depth, lanes, registers, caches or CacheSizes(), threads) if any(coincident) else None
         dims: list[tuple[str, tuple]] = []
         for k in range(depth):
             dims.append((f"tile_d{k}", tile_choices(extents[k])))
-        coincident = [carries_no_dependence(scop, k) for k in range(depth)]
         if depth:
             orders = [o for o in itertools.permutations(range(depth)) if coincident[o[0]]] or list(itertools.permutations(range(depth)))
             if len(orders) > 6:
@@ -153,7 +162,35 @@ class SearchSpace:
         dims.append(("pad", (False, True) if pad_ok else (False,)))
         im2col_ok = im2col_applies(scop)
         dims.append(("algorithm", ("direct", "im2col") if im2col_ok else ("direct",)))
-        return SearchSpace(tuple(dims), depth, anchor.reduction_iterators, tuple(extents[:depth]), packable, tuple(coincident))
+        space = SearchSpace(tuple(dims), depth, anchor.reduction_iterators, tuple(extents[:depth]), packable, tuple(coincident))
+        if blocking is None:
+            return space
+        analytic = space._analytic_params(blocking)
+        # the analytic values join the choices, so that the tuner can start from them
+        widened = tuple((name, values if name not in analytic or analytic[name] in values else (*values, analytic[name])) for name, values in dims)
+        return SearchSpace(widened, depth, anchor.reduction_iterators, tuple(extents[:depth]), packable, tuple(coincident), tuple(analytic.items()))
+
+    def _analytic_params(self, blocking: AnalyticBlocking) -> dict:
+        """The parameters of the analytic default recipe (see :mod:`polytf.schedules.analytic_recipe`)."""
+        params = {name: values[0] for name, values in self.dimensions}
+        last = self.depth - 1
+        params["register_tile"] = f"{blocking.register_rows}x{blocking.register_columns}"
+        # a tile covering the whole extent is the untiled dimension (0), rounded up to the
+        # register tile by recipe(): only tiles inside the extent join the choices
+        params[f"tile_d{last}"] = blocking.column_tile if blocking.column_tile < self.extents[last] else 0
+        if self.depth > 1:
+            params[f"tile_d{last - 1}"] = blocking.row_tile if blocking.row_tile < self.extents[last - 1] else 0
+        if self.reduction_iterators:
+            params[f"reduction_tile_{self.reduction_iterators[0]}"] = blocking.reduction_tile
+        order = list(range(self.depth))
+        if blocking.weights_outer and self.coincident[last]:
+            order = [last, *order[:last]]
+        text = _order_text(order)
+        params["tile_order"] = text if text in self.choices("tile_order") else self.choices("tile_order")[0]
+        params["parallel"] = self.choices("parallel")[-1]
+        params["pack"] = "panels" if "panels" in self.choices("pack") else "none"
+        params["pad"] = self.choices("pad")[-1]
+        return params
 
     def choices(self, name: str) -> tuple:
         return dict(self.dimensions)[name]
@@ -247,7 +284,15 @@ class SearchSpace:
         return all(params[name] in values for name, values in self.dimensions)
 
     def default_recipe(self) -> ScheduleRecipe:
-        """The untuned recipe: program order, no tiling, LLVM's own choices; parallel when legal."""
+        """The untuned recipe: the analytic blocking of :mod:`polytf.schedules.analytic_recipe`
+        for kernels with a reduction; otherwise program order, no tiling, LLVM's own
+        choices, parallel when legal."""
+        if self.analytic:
+            return self.recipe(dict(self.analytic))
+        return self.plain_recipe()
+
+    def plain_recipe(self) -> ScheduleRecipe:
+        """Program order, no tiling, LLVM's own choices; parallel when legal."""
         params = {name: values[0] for name, values in self.dimensions}
         params["parallel"] = self.choices("parallel")[-1]
         return self.recipe(params)
@@ -301,3 +346,28 @@ class SearchSpace:
                     params[f"tile_d{self.depth - 1}"] = 64 if 64 in last_choices else max(last_choices)
                 result.append(self.recipe(params))
         return list(dict.fromkeys(result))
+
+
+def _index_names(access) -> set[str]:
+    names: set[str] = set()
+    for index in access.index:
+        if isinstance(index, AffineExpr):
+            names.update(name for name, _ in index.terms)
+        else:
+            names.add("?")
+    return names
+
+
+def _blocking(scop: Scop, anchor, depth: int, lanes: int, registers: int, caches: CacheSizes, threads: int) -> AnalyticBlocking | None:
+    """The analytic blocking of ``scop``'s anchor, with its reads split into those indexed
+    by the vectorised dimension (weights) and the others (activations)."""
+    if depth == 0 or (anchor.constraints and not can_zero_pad(scop)):
+        return None  # a window-guarded domain that cannot be padded into a box stays plain
+    vectorised, others = [], []
+    last = f"d{depth - 1}"
+    for array in dict.fromkeys(access.array for access in anchor.value.loads() if access.array != anchor.write.array):
+        info = scop.array(array)
+        size = math.prod(info.shape) * 4
+        names = set().union(*(_index_names(a) for a in anchor.value.loads() if a.array == array))
+        (vectorised if last in names else others).append((array, size))
+    return analytic_blocking(anchor, depth, lanes, registers, caches, threads, tuple(vectorised), tuple(others))

@@ -23,8 +23,10 @@ from polytf.config import CodegenConfig
 from polytf.errors import CompileError
 from polytf.poly.access_bounds import required_bytes
 from polytf.poly.scop import Scop
+from polytf.schedules.analytic_recipe import CacheSizes
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.host_caches import host_cache_sizes
 from polytf.targets.llvm_codegen import KernelModuleBuilder
 from polytf.targets.target import CompiledKernel, Target
 
@@ -122,6 +124,11 @@ class CpuTarget(Target):
         if "avx512f" in self._enabled_features or self.triple.startswith("aarch64"):
             return 32
         return 16
+
+    @property
+    def cache_sizes(self) -> CacheSizes:
+        """The host's per-core data caches (sysfs; :mod:`polytf.targets.host_caches`)."""
+        return host_cache_sizes()
 
     @property
     def native_vector_width(self) -> int:

@@ -154,6 +154,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     full_others = ir.Constant(ir.IntType(1), 1)
     full_last = ir.Constant(ir.IntType(1), 1)
     last_count = None
+    short_rows = []  # (register index, run-time count) of the other register dimensions checked
     for index, start, trip, upper, size in runtime_checks:
         if trip is not None:
             count = generator.materialize(trip, env)
@@ -165,31 +166,80 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
             last_count = count
         else:
             full_others = b.and_(full_others, check)
+            short_rows.append((index, count))
+
+    def cut_short_last(tile: _Microkernel, generic) -> None:
+        """A tile whose other register dimensions are whole and whose last (vector)
+        dimension is cut short: masked vectors when every access allows them, else one
+        column at a time, else ``generic()``."""
+        if last_count is not None and tile.width > 1 and tile.maskable():
+            _emit_masked(tile, last_count)
+            return
+        column, offset = _column_emitter(generator, statement, tile.arguments, tile.registers, reduction_loops, env)
+        if column is None:
+            generic()
+        else:
+            _emit_columns(generator, register_nodes[-1], column, offset, env)
+
+    def generic() -> None:
+        generator._emit_node(mark.mark_get_node(), env)
+
     with b.if_else(b.and_(full_others, full_last)) as (then, otherwise):
         with then:
             emitter.emit()
         with otherwise:
             # A tile cut short only in its last (vector) dimension, the usual case of an
-            # extent that is not a multiple of the vector width: masked vectors when every
-            # access allows them, else one column at a time; either way the other register
-            # dimensions stay unrolled with accumulators in registers.
-            if last_count is not None and emitter.width > 1 and emitter.maskable():
-                with b.if_else(full_others) as (masked, generic):
-                    with masked:
-                        _emit_masked(emitter, last_count)
-                    with generic:
-                        generator._emit_node(mark.mark_get_node(), env)
-                return True
-            column, offset = _column_emitter(generator, statement, arguments, registers, reduction_loops, env)
-            if column is None:
-                generator._emit_node(mark.mark_get_node(), env)
-            else:
-                with b.if_else(full_others) as (columns, generic):
-                    with columns:
-                        _emit_columns(generator, register_nodes[-1], column, offset, env)
-                    with generic:
-                        generator._emit_node(mark.mark_get_node(), env)
+            # extent that is not a multiple of the vector width: masked vectors (or columns).
+            # A tile cut short in one other dimension (the last rows of a convolution's
+            # output width, say 14 = 12 + 2): one unrolled variant per row count, as BLIS
+            # handles edge cases with smaller micro-kernels; accumulators stay in registers.
+            with b.if_else(full_others) as (rows_whole, rows_short):
+                with rows_whole:
+                    cut_short_last(emitter, generic)
+                with rows_short:
+                    if len(short_rows) == 1:
+                        _emit_row_variants(emitter, short_rows[0], full_last, cut_short_last, generic)
+                    else:
+                        generic()
     return True
+
+
+def _emit_row_variants(emitter: _Microkernel, short_row: tuple[int, ir.Value], full_last: ir.Value, cut_short_last, generic) -> None:
+    """Dispatch on the run-time row count ``count`` (``1 <= count < size``) of the register
+    dimension ``index``: each count gets its own micro-kernel with that many rows (fully
+    unrolled, accumulators in registers); its last dimension may also be cut short."""
+    g = emitter.g
+    b = g.builder
+    index, count = short_row
+    size = emitter.registers[index].size
+
+    def variant(rows: int) -> None:
+        registers = list(emitter.registers)
+        registers[index] = _RegisterLoop(registers[index].iterator, registers[index].start, rows)
+        tile = _Microkernel(g, emitter.statement, emitter.arguments, registers, emitter.reduction_loops, emitter.env)
+        if not tile.analyse():
+            generic()
+            return
+        with b.if_else(full_last) as (whole, short):
+            with whole:
+                tile.emit()
+            with short:
+                cut_short_last(tile, generic)
+
+    def chain(rows: int) -> None:
+        if rows == size - 1:
+            variant(rows)
+            return
+        with b.if_else(b.icmp_signed("==", count, ir.Constant(I64, rows))) as (this, other):
+            with this:
+                variant(rows)
+            with other:
+                chain(rows + 1)
+
+    if size <= 1:
+        generic()
+    else:
+        chain(1)
 
 
 def _emit_masked(emitter: _Microkernel, count: ir.Value) -> None:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from polytf.poly.access_bounds import array_bytes
 from polytf.poly.scop import ArrayInfo, Scop
+from polytf.schedules.analytic_recipe import CacheSizes
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.validation import TargetLimits
 
 
@@ -88,6 +90,16 @@ class Target(abc.ABC):
     def limits(self) -> TargetLimits:
         """What recipe validation checks register tiles against."""
         return TargetLimits(self.vector_lanes, self.vector_registers)
+
+    @property
+    def cache_sizes(self) -> CacheSizes:
+        """Per-core data cache sizes (they size the analytic default recipe)."""
+        return CacheSizes()
+
+    def search_space(self, scop: Scop, threads: int) -> SearchSpace:
+        """The search space of ``scop`` on this target with ``threads`` threads: register
+        tiles from its vector lanes and registers, the default recipe blocked for its caches."""
+        return SearchSpace.for_scop(scop, threads, self.vector_lanes, self.vector_registers, self.cache_sizes)
 
     @abc.abstractmethod
     def fingerprint(self) -> dict:

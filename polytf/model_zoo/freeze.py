@@ -14,6 +14,10 @@ model                    placeholder  input shape                output node  ou
 ``matmul``               ``a``, ``b`` ``[M, K]``, ``[K, N]``     ``Identity`` ``[M, N]``
 ``mobilenet_v2``         ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``transformer_encoder``  ``input``    ``[batch, 128, 256]``      ``Identity`` ``[batch, 128, 256]``
+``resnet50``             ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
+``inception_v3``         ``input``    ``[batch, 299, 299, 3]``   ``Identity`` ``[batch, 1000]``
+``densenet121``          ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
+``efficientnet_b0``      ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ======================== ============ ========================== ============ ==========================
 
 ``matmul`` is the one model with two placeholders and no weights; its sizes are
@@ -40,7 +44,7 @@ from polytf.model_zoo.keras_models import (
     mlp,
     odd_matmul,
 )
-from polytf.model_zoo.modern_models import mobilenet_v2, transformer_encoder
+from polytf.model_zoo.modern_models import KERAS_APPLICATIONS, keras_application, mobilenet_v2, transformer_encoder
 
 __all__ = [
     "MODEL_NAMES",
@@ -55,7 +59,20 @@ __all__ = [
 ]
 
 #: Models :func:`write_model` knows.
-MODEL_NAMES = ("mlp", "cifar_cnn", "odd_matmul", "conv_bias_relu", "conv3x3_bias_relu_56", "matmul", "mobilenet_v2", "transformer_encoder")
+MODEL_NAMES = (
+    "mlp",
+    "cifar_cnn",
+    "odd_matmul",
+    "conv_bias_relu",
+    "conv3x3_bias_relu_56",
+    "matmul",
+    "mobilenet_v2",
+    "transformer_encoder",
+    "resnet50",
+    "inception_v3",
+    "densenet121",
+    "efficientnet_b0",
+)
 #: Models whose sizes are given by ``sizes`` (a tuple of ints), not ``batch``.
 SIZED_MODELS = {"matmul": ("M", "K", "N")}
 #: Default ``sizes`` of :data:`SIZED_MODELS`.
@@ -152,6 +169,9 @@ def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple
         return cifar_cnn(b), ((INPUT_NAME, (b, 32, 32, 3)),)
     if name == "mobilenet_v2":
         return mobilenet_v2(b), ((INPUT_NAME, (b, 224, 224, 3)),)
+    if name in KERAS_APPLICATIONS:
+        side = KERAS_APPLICATIONS[name][1]
+        return keras_application(name, b), ((INPUT_NAME, (b, side, side, 3)),)
     if name == "transformer_encoder":
         return transformer_encoder(b), ((INPUT_NAME, (b, 128, 256)),)
     if name == "odd_matmul":

@@ -21,7 +21,13 @@ import numpy as np
 
 from polytf.model_zoo.keras_models import DEFAULT_SEED, _glorot, _import_keras
 
-__all__ = ["mobilenet_v2", "transformer_encoder", "randomize_normalization_weights"]
+__all__ = [
+    "mobilenet_v2",
+    "keras_application",
+    "KERAS_APPLICATIONS",
+    "transformer_encoder",
+    "randomize_normalization_weights",
+]
 
 _POSITIVE_WEIGHTS = ("gamma", "moving_variance")
 
@@ -52,6 +58,38 @@ def mobilenet_v2(batch: int = 1, seed: int = DEFAULT_SEED) -> Any:
     keras = _import_keras()
     inputs = keras.Input(shape=(224, 224, 3), batch_size=batch, name="input")
     model = keras.applications.MobileNetV2(input_tensor=inputs, weights=None, classes=1000)
+    return randomize_normalization_weights(model, seed)
+
+
+#: zoo name -> (``keras.applications`` class name, input side in pixels)
+KERAS_APPLICATIONS: dict[str, tuple[str, int]] = {
+    "mobilenet_v2": ("MobileNetV2", 224),
+    "resnet50": ("ResNet50", 224),
+    "inception_v3": ("InceptionV3", 299),
+    "densenet121": ("DenseNet121", 224),
+    "efficientnet_b0": ("EfficientNetB0", 224),
+}
+
+
+def keras_application(name: str, batch: int = 1, seed: int = DEFAULT_SEED) -> Any:
+    """``keras.applications.<Class>(weights=None)`` for a zoo name of
+    :data:`KERAS_APPLICATIONS` (ResNet50: He et al., CVPR 2016; InceptionV3: Szegedy et al.,
+    CVPR 2016; DenseNet121: Huang et al., CVPR 2017; EfficientNetB0: Tan and Le, ICML 2019),
+    input ``[batch, side, side, 3]`` (224, or 299 for InceptionV3), 1000 classes, every
+    weight and batch-norm statistic from the seeded procedure of
+    :func:`randomize_normalization_weights`.
+
+    Frozen: placeholder ``"input"``, output node ``"Identity"`` (float32 ``[batch, 1000]``).
+
+    Raises:
+        ValueError: ``name`` is not in :data:`KERAS_APPLICATIONS`.
+    """
+    if name not in KERAS_APPLICATIONS:
+        raise ValueError(f"unknown Keras application {name!r}; choose one of {', '.join(KERAS_APPLICATIONS)}")
+    class_name, side = KERAS_APPLICATIONS[name]
+    keras = _import_keras()
+    inputs = keras.Input(shape=(side, side, 3), batch_size=batch, name="input")
+    model = getattr(keras.applications, class_name)(input_tensor=inputs, weights=None, classes=1000)
     return randomize_normalization_weights(model, seed)
 
 

@@ -208,3 +208,14 @@ class CompiledModel:
         with self._contexts.acquire() as context:
             context.bind(bound, fresh)
             return call_latencies(lambda: context.run(self.threads), repeats, warmup)
+
+    def kernel_latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 10, warmup: int = 2) -> list[tuple[CompiledKernel, list[float]]]:
+        """Each kernel (execution order) with the seconds of ``repeats`` calls of it alone, on
+        the values of one model call on ``inputs`` (after ``warmup`` whole calls)."""
+        bound = self._converted_inputs(inputs)
+        fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
+        with self._contexts.acquire() as context:
+            context.bind(bound, fresh)
+            latencies = context.kernel_latencies(self.threads, repeats, warmup)
+        return list(zip(self.kernels, latencies))
+

@@ -24,6 +24,7 @@ import numpy as np
 
 from polytf.runtime.argument_table import ArgumentTable
 from polytf.runtime.buffers import aligned_empty
+from polytf.runtime.timing import call_latencies
 from polytf.targets.target import CompiledKernel
 
 #: Kinds of kernel argument, by where its buffer comes from.
@@ -107,6 +108,13 @@ class ExecutionContext:
         """Run every kernel once, in order, on the bound arrays."""
         for table in self._tables:
             table.run(threads)
+
+    def kernel_latencies(self, threads: int, repeats: int, warmup: int = 1) -> list[list[float]]:
+        """Per kernel (execution order), the seconds of each of ``repeats`` calls of that kernel
+        alone, on the bound arrays, after ``warmup`` untimed calls of the whole sequence."""
+        for _ in range(warmup):
+            self.run(threads)
+        return [call_latencies(lambda table=table: table.run(threads), repeats) for table in self._tables]
 
     def unbind(self) -> None:
         """Forget the caller's arrays (a pooled context must not keep them alive)."""

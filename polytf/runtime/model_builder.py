@@ -29,7 +29,6 @@ from polytf.runtime.compiled_model import CompiledModel
 from polytf.runtime.tuning_record import TuningRecord
 from polytf.schedules.builder import ScheduledScop, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
 from polytf.targets.target import CompiledKernel, Target
 
@@ -100,8 +99,10 @@ def cache_key(kernel: LoweredKernel, target: Target, threads: int, codegen: Code
     return CacheKey(kernel.scop.fingerprint(), target.fingerprint(), int(threads), code_knobs(codegen))
 
 
-def default_recipe(kernel: LoweredKernel, threads: int) -> ScheduleRecipe:
-    return SearchSpace.for_scop(kernel.scop, threads).default_recipe()
+def default_recipe(kernel: LoweredKernel, threads: int, target: Target | None = None) -> ScheduleRecipe:
+    """The recipe of a kernel without a tuning record: the analytic default of its search
+    space on ``target`` (default: the host CPU)."""
+    return (target or CpuTarget()).search_space(kernel.scop, threads).default_recipe()
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def build_model(
             if code is not None:
                 tuned.append(name)
         if code is None:
-            code = _compile(kernel, recipes.get(name) or default_recipe(kernel, threads), target)
+            code = _compile(kernel, recipes.get(name) or default_recipe(kernel, threads, target), target)
         compiled.append((kernel, code))
     model = CompiledModel(prepared.graph, compiled, threads)
     model.tuned_kernels = tuple(sorted(tuned))

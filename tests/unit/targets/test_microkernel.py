@@ -63,6 +63,18 @@ def test_tiles_cut_short_in_the_vector_dimension_run_masked(columns):
         assert _verify(kernel, recipe) is None, recipe
 
 
+@pytest.mark.parametrize("rows, columns", [(13, 32), (14, 32), (9, 21)])
+def test_tiles_cut_short_in_rows_get_unrolled_row_variants(rows, columns):
+    # 13 = 6 + 6 + 1, 14 = 6 + 6 + 2, 9 = 6 + 3 rows (and 21 = 16 + 5 masked columns): the last
+    # tile runs a micro-kernel with that many rows, not the generic loops
+    kernel = kernels_of(graph_matmul_bias_relu(rows, 9, columns))[0]
+    recipe = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A1",), parallel=True)
+    text = TARGET.emit_llvm_ir(kernel.scop, recipe)
+    # one set of accumulators per row count 1..6: 6 + 5 + ... + 1 rows of 2 vectors, at least
+    assert text.count("accumulator") >= 2 * sum(range(1, 7))
+    assert _verify(kernel, recipe) is None, recipe
+
+
 def test_convolution_micro_kernel_with_padding_and_im2col():
     kernel = kernels_of(graph_conv_bias_relu(8, 8, 3, 16, stride=1))[0]
     base = dict(tile_sizes=(1, 2, 8, 16), tile_order=(1, 0, 2, 3), register_tile_sizes=(0, 0, 4, 16), parallel=True)

@@ -1,0 +1,159 @@
+"""The analytic default recipe: BLIS-style blocking computed from the target, not searched.
+
+Low, Igual, Smith and Quintana-Orti, "Analytical Modeling Is Enough for High-Performance
+BLIS" (ACM TOMS 43(2), 2016) derive every blocking parameter of a GEMM from the
+machine: the register tile ``mr x nr`` from the vector width and register count, the
+reduction block ``kc`` so that a micro-panel stays in L1, the panel ``nc`` of the packed
+operand from the L2 size. polytf applies the same model to the anchor statement of every
+kernel with a reduction (MatMul, Conv2D, DepthwiseConv2dNative, pooling), whose loops
+are ``for d0..d{p-1}`` (outputs) ``for r*`` (reductions)::
+
+    for d_last_tile in [0, N) step nc:          # the packed panel of the vectorised operand
+      for d*:                                   # remaining outputs (rows: M, or H and W)
+        for d_row_tile step mr:                 #   register tile rows
+          for d_last_point step nr:             #   register tile columns (nr / lanes vectors)
+            for r*:  acc[mr][nr] += A[.., r] * B[r, ..]   (the micro-kernel)
+
+The choices, with ``L`` float32 lanes and ``R`` vector registers (:class:`TargetLimits`)
+and the cache sizes of :class:`CacheSizes`:
+
+- ``nr = 2 L`` (``L`` when the vectorised extent is at most ``L``); ``mr`` the largest row
+  count whose ``mr * nr / L`` accumulators fill at most three quarters of ``R`` (6 x 16 on
+  AVX2, 12 x 32 on AVX-512), then evened out over the extent (14 rows: two tiles of 7,
+  not 12 + 2);
+- ``kc = 256`` for a single long reduction (a MatMul's ``K``), else no reduction tile (a
+  convolution's ``kh x kw x C`` is swept whole: its packed filter panel is sized instead);
+- ``nc``: the largest multiple of ``nr`` whose packed panel (``K x nc`` floats) takes at
+  most half of L2, at most ``N / threads`` so that every thread gets a panel;
+- loop order: when the operand indexed by the vectorised dimension (the weights) is
+  larger than the other operand (the activations), that dimension's tiles are the
+  outermost, parallel loop (each thread keeps its own panel in L2 and streams the
+  activations past it); otherwise the natural order, parallel over the first output
+  dimension that has more than one iteration;
+- pack the panels of the vectorised operand, and zero-pad a padded convolution's input.
+
+Kernels without a reduction keep the plain default: program order, parallel when legal,
+LLVM's own vectorisation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from polytf.poly.statement import Statement
+
+__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "even_rows"]
+
+#: Reduction block of a single long reduction (BLIS ``kc``), in elements.
+REDUCTION_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class CacheSizes:
+    """Data cache sizes of one core, in bytes (the defaults: a common x86-64 core).
+
+    Attributes:
+        l1_bytes: L1 data cache.
+        l2_bytes: L2 cache (private on current x86-64 and Arm server cores).
+        l3_bytes: last-level cache (shared by all cores).
+    """
+
+    l1_bytes: int = 32 * 1024
+    l2_bytes: int = 1024 * 1024
+    l3_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AnalyticBlocking:
+    """The blocking of one kernel (indices are shared-band dimensions).
+
+    Attributes:
+        register_rows: ``mr`` (0: the register tile has no row dimension).
+        register_columns: ``nr``, a multiple of the vector lanes.
+        column_tile: ``nc``, the cache tile of the vectorised dimension (a multiple of nr).
+        row_tile: the cache tile of the row dimension (0: the whole extent).
+        reduction_tile: ``kc`` of the first reduction iterator (0: untiled).
+        weights_outer: the vectorised dimension's tiles form the outermost loop.
+    """
+
+    register_rows: int
+    register_columns: int
+    column_tile: int
+    row_tile: int
+    reduction_tile: int
+    weights_outer: bool
+
+
+def even_rows(extent: int, most: int) -> int:
+    """The fewest-tiles row count: ``ceil(extent / ceil(extent / most))`` (14 rows with
+    ``most`` 12 give tiles of 7 and 7 instead of 12 and 2)."""
+    if extent <= 0 or most <= 0:
+        return max(0, min(extent, most))
+    tiles = -(-extent // most)
+    return -(-extent // tiles)
+
+
+def _round_down(value: int, multiple: int) -> int:
+    return max(multiple, value // multiple * multiple)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def analytic_blocking(
+    anchor: Statement,
+    depth: int,
+    lanes: int,
+    registers: int,
+    caches: CacheSizes,
+    threads: int,
+    vectorised_reads: tuple[tuple[str, int], ...],
+    other_reads: tuple[tuple[str, int], ...],
+) -> AnalyticBlocking | None:
+    """The analytic blocking of ``anchor`` (see the module docstring), or None when it
+    has no reduction, or its shared band does not reach its innermost output dimension
+    (the one the register tile vectorises).
+
+    Args:
+        anchor: the kernel's anchor statement (iterators ``d0..`` then ``r*``).
+        depth: depth of the shared outer band (the ``d`` dimensions that can be tiled).
+        lanes: float32 lanes of a vector register.
+        registers: vector registers.
+        caches: per-core cache sizes.
+        threads: threads the kernel runs on.
+        vectorised_reads: ``(array, bytes)`` of the arrays the anchor reads through the
+            vectorised (last shared) dimension: the weights of a convolution or MatMul.
+        other_reads: ``(array, bytes)`` of the other arrays it reads (the activations).
+    """
+    reductions = anchor.reduction_iterators
+    if not reductions or depth == 0 or depth != len(anchor.output_iterators):
+        return None  # nothing to block, or the vectorised dimension would not be the innermost output
+    extents = dict(zip(anchor.iterators, anchor.extents))
+    last = anchor.extents[depth - 1]
+    columns = 2 * lanes if last > lanes else lanes
+    budget = registers * 3 // 4
+    most_rows = max(1, budget // (columns // lanes))
+    rows = even_rows(anchor.extents[depth - 2], most_rows) if depth > 1 else 0
+    if rows == 1:
+        rows = 0
+    reduction_tile = 0
+    reduction = math.prod(extents[r] for r in reductions)
+    if len(reductions) == 1 and extents[reductions[0]] > 2 * REDUCTION_BLOCK:
+        reduction_tile = REDUCTION_BLOCK
+        reduction = REDUCTION_BLOCK
+    panel_columns = caches.l2_bytes // 2 // max(1, reduction * 4)
+    column_tile = _round_down(panel_columns, columns)
+    column_tile = min(column_tile, _round_up(last, columns))
+    weights_bytes = sum(size for _, size in vectorised_reads)
+    activation_bytes = sum(size for _, size in other_reads)
+    weights_outer = bool(vectorised_reads) and weights_bytes >= activation_bytes
+    if weights_outer and threads > 1:
+        column_tile = min(column_tile, _round_down(-(-last // threads), columns))
+    row_tile = 0
+    if depth > 1 and reduction_tile:
+        # a GEMM: the block of the row operand (mc x kc floats) takes about half of L2
+        row_extent = anchor.extents[depth - 2]
+        row_tile = min(_round_down(caches.l2_bytes // 2 // (reduction * 4), max(rows, 1)), _round_up(row_extent, max(rows, 1)))
+    return AnalyticBlocking(rows, columns, column_tile, row_tile, reduction_tile, weights_outer)

@@ -1,0 +1,94 @@
+"""The analytic default recipe: BLIS-style blocking from the target's lanes, registers and
+caches (Low et al., TOMS 2016), checked for its numbers and, like every recipe, against
+the reference on both vector widths."""
+
+from __future__ import annotations
+
+import pytest
+from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, graph_maxpool, kernels_of
+from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, roundtrip
+
+from polytf.schedules.analytic_recipe import CacheSizes, analytic_blocking, even_rows
+from polytf.schedules.search_space import SearchSpace
+from polytf.schedules.structure import anchor_statement, shared_band_depth
+from polytf.schedules.validation import validate_recipe
+from polytf.targets.host_caches import host_cache_sizes, parse_cache_size
+
+CACHES = CacheSizes(48 * 1024, 2 * 1024 * 1024, 32 * 1024 * 1024)
+
+
+@pytest.mark.parametrize("extent, most, rows", [(14, 12, 7), (56, 12, 12), (28, 12, 10), (7, 12, 7), (13, 6, 5), (1, 6, 1), (6, 6, 6)])
+def test_even_rows_use_the_fewest_tiles_of_equal_size(extent, most, rows):
+    assert even_rows(extent, most) == rows
+    assert -(-extent // rows) == -(-extent // most)  # no more tiles than with the largest rows
+
+
+@pytest.mark.parametrize("limits, register_tile", [(AVX2_LIMITS, (6, 16)), (AVX512_LIMITS, (12, 32))])
+def test_register_tile_fills_three_quarters_of_the_vector_registers(limits, register_tile):
+    kernel = kernels_of(graph_matmul_bias_relu(96, 700, 64))[0]
+    anchor = anchor_statement(kernel.scop)
+    blocking = analytic_blocking(anchor, 2, limits.vector_lanes, limits.vector_registers, CACHES, 2, (("A1", 700 * 64 * 4),), (("A0", 96 * 700 * 4),))
+    assert (blocking.register_rows, blocking.register_columns) == register_tile
+    assert limits.accumulators(register_tile) <= limits.vector_registers * 3 // 4
+    assert blocking.reduction_tile == 256  # one long reduction: BLIS's kc
+    assert blocking.column_tile % blocking.register_columns == 0
+    assert blocking.column_tile * blocking.reduction_tile * 4 <= CACHES.l2_bytes // 2
+
+
+def test_big_weights_put_their_panels_outermost_and_split_them_between_threads():
+    kernel = kernels_of(graph_conv_bias_relu(7, 7, 64, 128, stride=1))[0]
+    anchor = anchor_statement(kernel.scop)
+    depth = shared_band_depth(kernel.scop)
+    weights, activations = (("A1", 3 * 3 * 64 * 128 * 4),), (("A0", 9 * 9 * 64 * 4),)
+    blocking = analytic_blocking(anchor, depth, 16, 32, CACHES, 2, weights, activations)
+    assert blocking.weights_outer and blocking.register_rows == 7  # 7 output columns: one tile of 7
+    assert blocking.column_tile <= 64  # 128 output channels: a panel per thread at least
+    flipped = analytic_blocking(anchor, depth, 16, 32, CACHES, 2, weights, (("A0", 10**9),))
+    assert not flipped.weights_outer
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        graph_matmul_bias_relu(37, 530, 29),
+        graph_matmul_bias_relu(1, 64, 10),
+        graph_conv_bias_relu(14, 14, 8, 40, stride=1),
+        graph_conv_bias_relu(9, 7, 3, 5, stride=2),
+        graph_maxpool(9, 8, 16, padding="VALID"),
+        graph_maxpool(9, 8, 16, padding="SAME"),
+    ],
+    ids=["matmul", "matvec", "conv_same", "conv_strided", "maxpool_valid", "maxpool_same"],
+)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_default_recipe_is_valid_legal_and_correct(graph, threads):
+    for kernel in kernels_of(graph):
+        space = SearchSpace.for_scop(kernel.scop, threads, TARGET.vector_lanes, TARGET.vector_registers, CACHES)
+        recipe = space.default_recipe()
+        assert space.contains(recipe)  # the tuner starts from it
+        for limits in (AVX2_LIMITS, AVX512_LIMITS):
+            avx = SearchSpace.for_scop(kernel.scop, threads, limits.vector_lanes, limits.vector_registers, CACHES)
+            validate_recipe(kernel.scop, avx.default_recipe(), limits)
+        result = roundtrip(kernel, recipe, threads)
+        assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
+
+
+def test_contractions_get_a_register_tile_and_the_rest_the_plain_default():
+    conv = kernels_of(graph_conv_bias_relu(14, 14, 8, 40, stride=1))[0]
+    space = SearchSpace.for_scop(conv.scop, 2, 16, 32, CACHES)
+    assert any(space.default_recipe().register_tile_sizes) and space.default_recipe().pad
+    same_pool = kernels_of(graph_maxpool(9, 8, 16, padding="SAME"))[0]
+    pooled = SearchSpace.for_scop(same_pool.scop, 2, 16, 32, CACHES)
+    assert pooled.default_recipe() == pooled.plain_recipe()  # a guarded window that cannot be padded
+
+
+def test_cache_sizes_are_read_from_sysfs_text(tmp_path):
+    for index, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"), (3, "Unified", "32M")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        (folder / "level").write_text(f"{level}\n")
+        (folder / "type").write_text(f"{kind}\n")
+        (folder / "size").write_text(f"{size}\n")
+    assert host_cache_sizes.__wrapped__(tmp_path) == CacheSizes(48 * 1024, 2048 * 1024, 32 * 1024 * 1024)
+    assert host_cache_sizes.__wrapped__(tmp_path / "missing") == CacheSizes()
+    assert parse_cache_size("bogus") is None and parse_cache_size("512") == 512
+    assert host_cache_sizes().l1_bytes >= 16 * 1024
