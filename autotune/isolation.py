@@ -138,7 +138,8 @@ class CandidateEvaluator:
         self._process, self._connection = process, Connection(ours.detach())
         self.workers_started += 1
         try:
-            self._connection.send(("kernel", self.kernel.scop, self.inputs, self.expected, self.threads, self.measurement, self.codegen))
+            constants = frozenset(getattr(self.kernel, "constant_values", {}))  # their packing runs ahead of time, as in a model
+            self._connection.send(("kernel", self.kernel.scop, self.inputs, self.expected, self.threads, self.measurement, self.codegen, constants))
         except OSError:  # it died at once (BrokenPipeError, ConnectionResetError)
             reply = describe_exit(self._wait(), self._stderr_tail())
         else:

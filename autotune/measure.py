@@ -17,6 +17,7 @@ from polytf.ops.lowering import LoweredKernel
 from polytf.poly.scop import Scop
 from polytf.runtime.argument_table import ArgumentTable
 from polytf.runtime.buffers import aligned_copy, aligned_empty
+from polytf.runtime.constant_layout import packed_constants
 from polytf.targets.target import CompiledKernel
 
 
@@ -92,7 +93,11 @@ class KernelBench:
         table = ArgumentTable(compiled)
         for slot, array in enumerate(self.arrays):
             table.bind(slot, array)
-        table.allocate_scratch()
+        if compiled.constant_copies:  # weights packed ahead of time, as the model does
+            values = {info.name: self.arrays[self.index[info.name]] for info in self.scop.arrays if info.role == "input"}
+            for name, packed in packed_constants(compiled, values).items():
+                table.bind(table.slot(name), packed)
+        table.allocate_unbound()  # zero-filled scratch: packed panels, padded and im2col copies
         return table
 
     def verify(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, table: ArgumentTable | None = None) -> tuple[str | None, float]:

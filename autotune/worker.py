@@ -78,6 +78,7 @@ def serve(connection) -> None:
     from polytf.targets.cpu import CpuTarget
 
     bench = target = None
+    constants: frozenset[str] = frozenset()
     threads = 1
     measurement = None
     while True:
@@ -89,7 +90,7 @@ def serve(connection) -> None:
         if kind == "exit":
             return
         if kind == "kernel":
-            _, scop, inputs, expected, threads, measurement, codegen = message
+            _, scop, inputs, expected, threads, measurement, codegen, constants = message
             bench = KernelBench(scop=scop, inputs=inputs, expected=expected)
             target = CpuTarget(codegen)
             connection.send(("ready",))
@@ -98,7 +99,7 @@ def serve(connection) -> None:
         if fault:
             inject(fault)
         try:
-            compiled = target.compile(bench.scop, ScheduleRecipe.from_dict(recipe_dict))
+            compiled = target.compile(bench.scop, ScheduleRecipe.from_dict(recipe_dict), constants)
             result = bench.measure(compiled, threads, measurement, cutoff_s, timed=not verify_only)
         except PolytfError as error:  # an illegal recipe, a compile error, a buffer too small
             connection.send(("failure", f"{type(error).__name__}: {error}"))

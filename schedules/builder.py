@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polytf.errors import ScheduleError
+from polytf.poly.expression import Load
 from polytf.poly.scop import Scop, balanced_union
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
@@ -274,19 +275,29 @@ class ScheduledScop:
         scop: the transformed Scop (copy statements and scratch arrays added).
         recipe: the normalised recipe.
         schedule: the schedule tree of ``scop``.
+        constant_copies: copy statements that read only constant arrays (packing a
+            weight into register-tile panels): they are not in ``scop`` nor in the
+            schedule; the runtime runs them once, when the model is built
+            (:mod:`polytf.runtime.constant_layout`), and passes their results as
+            read-only arguments.
     """
 
     scop: Scop
     recipe: ScheduleRecipe
     schedule: isl.Schedule
+    constant_copies: tuple[Statement, ...] = ()
 
 
-def schedule_scop(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True, limits: TargetLimits | None = None) -> ScheduledScop:
+def schedule_scop(
+    scop: Scop, recipe: ScheduleRecipe, *, check: bool = True, limits: TargetLimits | None = None, constant_arrays: frozenset[str] = frozenset()
+) -> ScheduledScop:
     """Validate the recipe (:func:`polytf.schedules.validation.validate_recipe`), apply its
     data-layout transformations and build the schedule tree.
 
     Args:
         limits: the target's vector lanes and registers, for the recipe's caps.
+        constant_arrays: input arrays that hold constants (weights): copy statements that
+            read only them leave the kernel (:attr:`ScheduledScop.constant_copies`).
 
     Raises:
         ScheduleError: the recipe is invalid for the Scop or the target (naming the field
@@ -295,6 +306,9 @@ def schedule_scop(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True, lim
     """
     recipe = validate_recipe(scop, recipe, limits)
     prepared = apply_data_layout(scop, recipe)
+    ahead = tuple(c for c in copy_statements(prepared) if isinstance(c.value, Load) and c.value.access.array in constant_arrays)
+    if ahead:
+        prepared = Scop(prepared.name, tuple(s for s in prepared.statements if s not in ahead), prepared.arrays, prepared.ops)
     try:
         result = _main_schedule(prepared, recipe)
         for copy in reversed(copy_statements(prepared)):
@@ -305,7 +319,7 @@ def schedule_scop(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True, lim
         from polytf.schedules.legality import check_legality
 
         check_legality(prepared, result)
-    return ScheduledScop(prepared, recipe, result)
+    return ScheduledScop(prepared, recipe, result, ahead)
 
 
 def build_schedule(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True, limits: TargetLimits | None = None) -> isl.Schedule:

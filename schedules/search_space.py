@@ -292,9 +292,18 @@ class SearchSpace:
         return self.plain_recipe()
 
     def plain_recipe(self) -> ScheduleRecipe:
-        """Program order, no tiling, LLVM's own choices; parallel when legal."""
+        """No tiling, LLVM's own choices, parallel when legal; a reduction's loops (a
+        pooling window) go just outside the innermost output dimension, so that the
+        contiguous loop is innermost and vectorises (program order when that order is
+        not offered)."""
         params = {name: values[0] for name, values in self.dimensions}
         params["parallel"] = self.choices("parallel")[-1]
+        natural = str(self.choices("point_order")[0]).split(",")  # the anchor's iterators, in order
+        outputs = [it for it in natural if it.startswith("d")]
+        if self.reduction_iterators and outputs:
+            inner = _order_text([*outputs[:-1], *self.reduction_iterators, outputs[-1]])
+            if inner in self.choices("point_order"):
+                params["point_order"] = inner
         return self.recipe(params)
 
     def heuristic_recipes(self) -> list[ScheduleRecipe]:

@@ -24,7 +24,7 @@ from polytf.errors import CompileError
 from polytf.poly.access_bounds import required_bytes
 from polytf.poly.scop import Scop
 from polytf.schedules.analytic_recipe import CacheSizes
-from polytf.schedules.builder import build_ast, schedule_scop
+from polytf.schedules.builder import ScheduledScop, build_ast, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.host_caches import host_cache_sizes
 from polytf.targets.llvm_codegen import KernelModuleBuilder
@@ -150,9 +150,9 @@ class CpuTarget(Target):
         """Unoptimised LLVM IR of the kernel (raises ScheduleError / CodegenError)."""
         return self._emit(scop, recipe)[1]
 
-    def _emit(self, scop: Scop, recipe: ScheduleRecipe) -> tuple[Scop, str]:
+    def _emit(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> tuple[ScheduledScop, str]:
         """The scheduled Scop (its arrays are the kernel's arguments) and its LLVM IR text."""
-        scheduled = schedule_scop(scop, recipe, limits=self.limits)
+        scheduled = schedule_scop(scop, recipe, limits=self.limits, constant_arrays=constant_arrays)
         builder = KernelModuleBuilder(
             scheduled.scop,
             build_ast(scheduled.schedule),
@@ -165,7 +165,7 @@ class CpuTarget(Target):
         module = builder.build()
         module.triple = self.triple
         module.data_layout = str(self.target_machine.target_data)
-        return scheduled.scop, str(module)
+        return scheduled, str(module)
 
     def optimise(self, ir_text: str, kernel: str) -> llvm.ModuleRef:
         """Parse, verify and optimise LLVM IR text at the configured level.
@@ -188,8 +188,9 @@ class CpuTarget(Target):
             pass_builder.getModulePassManager().run(module, pass_builder)
         return module
 
-    def compile(self, scop: Scop, recipe: ScheduleRecipe) -> CompiledKernel:
-        scheduled, ir_text = self._emit(scop, recipe)
+    def compile(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:
+        scheduled_scop, ir_text = self._emit(scop, recipe, constant_arrays)
+        scheduled = scheduled_scop.scop
         # every access of the scheduled kernel stays inside its array: these sizes suffice
         argument_bytes = required_bytes(scheduled)
         with _LOCK:
@@ -203,7 +204,16 @@ class CpuTarget(Target):
         if not address:
             raise CompileError(f"LLVM produced no entry point for kernel {scop.name}")
         function = KERNEL_FUNCTION_TYPE(address)
-        return CompiledKernel(scop, recipe, function, arrays=scheduled.arrays, argument_bytes=argument_bytes, llvm_ir=str(module), owner=engine)
+        return CompiledKernel(
+            scop,
+            recipe,
+            function,
+            arrays=scheduled.arrays,
+            argument_bytes=argument_bytes,
+            llvm_ir=str(module),
+            owner=engine,
+            constant_copies=scheduled_scop.constant_copies,
+        )
 
     def assembly(self, scop: Scop, recipe: ScheduleRecipe) -> str:
         """Host assembly of the optimised kernel (for ``polytf show``)."""

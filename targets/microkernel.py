@@ -198,25 +198,36 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
                     cut_short_last(emitter, generic)
                 with rows_short:
                     if len(short_rows) == 1:
-                        _emit_row_variants(emitter, short_rows[0], full_last, cut_short_last, generic)
+                        row_iterator = tiles[short_rows[0][0]][1]
+                        extent = statement.extents[statement.iterators.index(row_iterator)]
+                        _emit_row_variants(emitter, short_rows[0], extent, full_last, cut_short_last, generic)
                     else:
                         generic()
     return True
 
 
-def _emit_row_variants(emitter: _Microkernel, short_row: tuple[int, ir.Value], full_last: ir.Value, cut_short_last, generic) -> None:
-    """Dispatch on the run-time row count ``count`` (``1 <= count < size``) of the register
-    dimension ``index``: each count gets its own micro-kernel with that many rows (fully
-    unrolled, accumulators in registers); its last dimension may also be cut short."""
+def _emit_row_variants(emitter: _Microkernel, short_row: tuple[int, ir.Value], extent: int, full_last: ir.Value, cut_short_last, generic) -> None:
+    """The tile cut short in register dimension ``index`` (run-time row count ``count``,
+    ``1 <= count < size``) gets a micro-kernel of its own with that many rows (fully
+    unrolled, accumulators in registers); its last dimension may also be cut short.
+
+    Register tiles start at multiples of their size (a cache tile is a multiple of the
+    register tile), so on a box domain of extent ``E`` the one short count is
+    ``E mod size``: that count gets the variant, any other (a guarded domain) the generic
+    loops, which keeps code size and compile time at one extra micro-kernel."""
     g = emitter.g
     b = g.builder
     index, count = short_row
     size = emitter.registers[index].size
+    expected = extent % size
+    if not expected:
+        generic()
+        return
 
     def variant(rows: int) -> None:
         registers = list(emitter.registers)
         registers[index] = _RegisterLoop(registers[index].iterator, registers[index].start, rows)
-        tile = _Microkernel(g, emitter.statement, emitter.arguments, registers, emitter.reduction_loops, emitter.env)
+        tile = _Microkernel(g, emitter.statement, emitter.arguments, registers, emitter.reduction_loops, emitter.env, emitter.form_cache)
         if not tile.analyse():
             generic()
             return
@@ -226,20 +237,11 @@ def _emit_row_variants(emitter: _Microkernel, short_row: tuple[int, ir.Value], f
             with short:
                 cut_short_last(tile, generic)
 
-    def chain(rows: int) -> None:
-        if rows == size - 1:
-            variant(rows)
-            return
-        with b.if_else(b.icmp_signed("==", count, ir.Constant(I64, rows))) as (this, other):
-            with this:
-                variant(rows)
-            with other:
-                chain(rows + 1)
-
-    if size <= 1:
-        generic()
-    else:
-        chain(1)
+    with b.if_else(b.icmp_signed("==", count, ir.Constant(I64, expected))) as (this, other):
+        with this:
+            variant(expected)
+        with other:
+            generic()
 
 
 def _emit_masked(emitter: _Microkernel, count: ir.Value) -> None:
@@ -305,8 +307,11 @@ def _emit_columns(generator, loop, emitter, offset, env) -> None:
 
 
 class _Microkernel:
-    def __init__(self, generator, statement, arguments, registers, reduction_loops, env) -> None:
+    def __init__(self, generator, statement, arguments, registers, reduction_loops, env, form_cache: dict | None = None) -> None:
         self.g = generator
+        #: (access, point) -> the lanes' address forms; shared with the variants of a cut-short
+        #: tile (same starts, fewer points), whose forms are a subset of the full tile's
+        self.form_cache = {} if form_cache is None else form_cache
         self.statement = statement
         self.arguments = arguments
         self.registers = registers
@@ -432,6 +437,13 @@ class _Microkernel:
         return self.g.builder.gep(self.g.pointers[array], [self.g.materialize(form, env)], inbounds=True)
 
     def _lane_forms(self, access, point: tuple[int, ...]) -> list[LinearForm]:
+        key = (access, point, self.width)
+        cached = self.form_cache.get(key)
+        if cached is None:
+            cached = self.form_cache[key] = self._compute_lane_forms(access, point)
+        return cached
+
+    def _compute_lane_forms(self, access, point: tuple[int, ...]) -> list[LinearForm]:
         result = []
         for lane in range(self.width):
             offsets = point[:-1] + (point[-1] + lane,)

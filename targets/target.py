@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from polytf.poly.access_bounds import array_bytes
 from polytf.poly.scop import ArrayInfo, Scop
+from polytf.poly.statement import Statement
 from polytf.schedules.analytic_recipe import CacheSizes
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
@@ -35,6 +36,9 @@ class CompiledKernel:
             Empty means each array's shape times its item size.
         llvm_ir: the optimised LLVM IR text (for ``polytf show``).
         owner: objects that must outlive ``function`` (the JIT engine).
+        constant_copies: copy statements the kernel leaves to its caller because they read
+            only constants (packing weights into panels): each writes one scratch argument
+            once, before the first call (:mod:`polytf.runtime.constant_layout`).
     """
 
     scop: Scop
@@ -45,6 +49,7 @@ class CompiledKernel:
     llvm_ir: str = ""
     assembly: str = ""
     owner: object = field(default=None, repr=False)
+    constant_copies: tuple[Statement, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.arrays:
@@ -106,8 +111,10 @@ class Target(abc.ABC):
         """Everything about the target that changes generated code (enters cache keys)."""
 
     @abc.abstractmethod
-    def compile(self, scop: Scop, recipe: ScheduleRecipe) -> CompiledKernel:
-        """Schedule, generate and compile ``scop``.
+    def compile(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:
+        """Schedule, generate and compile ``scop``; data-layout copies of the arrays named in
+        ``constant_arrays`` (inputs that hold weights) are left to the caller
+        (:attr:`CompiledKernel.constant_copies`).
 
         Raises:
             ScheduleError: the recipe is illegal for the Scop.

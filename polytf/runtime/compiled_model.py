@@ -19,6 +19,7 @@ from polytf.graph import Graph, split_tensor_name
 from polytf.graph.passes.fusion import resolve_view
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.buffers import aligned_copy
+from polytf.runtime.constant_layout import packed_constants
 from polytf.runtime.execution_context import (
     CONSTANT,
     INPUT,
@@ -82,7 +83,13 @@ class CompiledModel:
         plans = []
         for lowered, kernel in kernels:
             bindings = []
+            packed = self._packed_constants(lowered, kernel)
             for info in kernel.arrays:
+                if info.name in packed:  # a weight packed once, now
+                    key = f"{kernel.scop.name}/{info.name} ({info.tensor})"
+                    self._constants[key] = packed[info.name]
+                    bindings.append(SlotBinding(CONSTANT, key))
+                    continue
                 tensor = lowered.array_tensors.get(info.name) if info.role in ("input", "output") else None
                 if tensor is None:
                     bindings.append(SlotBinding(PRIVATE))
@@ -120,6 +127,20 @@ class CompiledModel:
             value.flags.writeable = False
             self._constants[storage] = value
         return self._constants[storage]
+
+    def _packed_constants(self, lowered: LoweredKernel, kernel: CompiledKernel) -> dict[str, np.ndarray]:
+        """The kernel's constant copies (weights packed into panels) run once, by scratch array."""
+        if not kernel.constant_copies:
+            return {}
+        sources = {copy.value.access.array for copy in kernel.constant_copies}
+        values = {}
+        for name in sources:
+            tensor = lowered.array_tensors.get(name)
+            storage = resolve_view(self.graph, tensor) if tensor else None
+            if storage is None or storage not in self.graph.constants:
+                raise GraphError(f"kernel {kernel.scop.name} packs '{name}' ahead of time, but it holds no constant of model {self.source}")
+            values[name] = self._constant(storage).reshape(lowered.scop.array(name).shape)
+        return packed_constants(kernel, values)
 
     def _new_context(self) -> ExecutionContext:
         return ExecutionContext(self._plans, self._constants, self._intermediate_types)

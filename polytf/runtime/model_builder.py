@@ -162,9 +162,15 @@ def build_model(
     return model
 
 
+def constant_arrays(kernel: LoweredKernel) -> frozenset[str]:
+    """The kernel's input arrays that hold graph constants (weights): their packing runs
+    once, when the model is built."""
+    return frozenset(kernel.constant_values)
+
+
 def _compile(kernel: LoweredKernel, recipe: ScheduleRecipe, target: Target) -> CompiledKernel:
     try:
-        return target.compile(kernel.scop, recipe)
+        return target.compile(kernel.scop, recipe, constant_arrays(kernel))
     except PolytfError as error:
         raise error.with_context(f"while compiling kernel {kernel.scop.name} ({', '.join(op for _, op in kernel.scop.ops)})") from None
 
@@ -174,7 +180,7 @@ def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, target: Target,
     if cached.record in rejected:
         return None
     try:
-        return target.compile(kernel.scop, cached.recipe)
+        return target.compile(kernel.scop, cached.recipe, constant_arrays(kernel))
     except Exception as error:  # a record is untrusted input: whatever it makes the compiler raise, loading goes on
         rejected.add(cached.record)
         cause = str(error) if isinstance(error, PolytfError) else f"{type(error).__name__}: {error}"

@@ -201,10 +201,10 @@ def test_any_exception_while_compiling_a_record_falls_back(matmul, tmp_path, mon
     path = write_record(tmp_path, matmul, good_record(matmul))
     original = CpuTarget.compile
 
-    def compile_or_fail(self, scop, recipe):
+    def compile_or_fail(self, scop, recipe, constant_arrays=frozenset()):
         if recipe.tile_sizes == (3, 32):
             raise IndexError("index out of range deep in the code generator")
-        return original(self, scop, recipe)
+        return original(self, scop, recipe, constant_arrays)
 
     monkeypatch.setattr(CpuTarget, "compile", compile_or_fail)
     assert_default_with_one_warning(matmul, tmp_path, path, "IndexError: index out of range")
