@@ -1,10 +1,28 @@
 """Tunes every kernel of a model and records the winners in the cache.
 
-For each kernel (identical kernels are tuned once): reuse its record unless
-``retune``; otherwise run :func:`polytf.autotune.tuner.tune_kernel` and write a
-TuningRecord. Then the whole model is timed with the default recipes and with the
-tuned ones. Ctrl-C saves what the interrupted kernel found so far (marked
-incomplete) and every kernel finished before it.
+For each kernel (identical kernels are tuned once): reuse its complete record unless
+``retune``; otherwise tune it and write a TuningRecord. Then the whole model is timed
+with the default recipes and with the tuned ones.
+
+Two ways to spend the tuning:
+
+- ``trials`` per kernel: each kernel in turn gets
+  :func:`polytf.autotune.tuner.tune_kernel` with that many trials;
+- a time budget (``time_budget_s``): the kernels' studies are continued a slice of a few
+  trials at a time, each slice given to the kernel whose next trials should lower the
+  model's latency the most (:mod:`polytf.autotune.task_scheduler`, after Ansor), after a
+  first round that measures every kernel's default recipe; kernels that differ only in
+  shape warm-start from each other's best recipes (:mod:`polytf.autotune.warm_start`).
+  No slice starts that is not expected to end within the budget, and a candidate still
+  running at its end is stopped, so the tuning ends with the budget (give or take
+  :data:`~polytf.autotune.tuner.MINIMUM_CANDIDATE_S`); the final timing of the whole model
+  comes after it. A kernel's record is written after each of its slices, marked
+  complete, so the next run reuses it whatever its budget; kernels whose baseline the
+  budget did not reach get no record (and are tuned by the next run). ``retune`` ignores
+  the records and starts every kernel's study afresh, within the budget.
+
+Ctrl-C saves what the interrupted kernel found so far (marked incomplete) and every
+kernel finished (or, under a budget, every slice finished) before it.
 
 Any number of tuners may share one cache directory, on the same model or not: a
 kernel's study is shared (:mod:`polytf.autotune.shared_study`), and the tuners take
@@ -14,6 +32,8 @@ on the machine's cores.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -24,11 +44,16 @@ import numpy as np
 
 from polytf.autotune.isolation import tuning_faults
 from polytf.autotune.shared_study import UnlimitedWait
-from polytf.autotune.tuner import TrialCallback, tune_kernel
+from polytf.autotune.task_scheduler import Task, TaskScheduler
+from polytf.autotune.tuner import KernelTuning, KernelTuningResult, TrialCallback, tune_kernel
+from polytf.autotune.warm_start import WarmStarts, kernel_family
 from polytf.config import CodegenConfig, TuningConfig, default_thread_count
+from polytf.errors import PolytfError, TuningError
 from polytf.ops.lowering import LoweredKernel
+from polytf.poly.flops import domain_points
 from polytf.runtime.cache import KernelCache, TuningRecord
 from polytf.runtime.model_builder import build_model, cache_key, prepare_model, schedule_record
+from polytf.schedules.structure import anchor_statement
 from polytf.targets.cpu import CpuTarget
 
 
@@ -42,12 +67,14 @@ class KernelReport:
     tuned_latency_s: float
     trials: int
     failed_trials: int
-    status: str  # "tuned", "cached", "interrupted"
+    status: str  # "tuned", "cached", "interrupted", "shared"; under a budget also "skipped"
     recipe: str
     #: ``"trial N: cause"`` of each failed trial
     failures: tuple[str, ...] = ()
     #: trials this run measured (``trials`` counts the whole study)
     trials_here: int = 0
+    #: wall time this run spent tuning the kernel (baseline, trials, records), seconds
+    tuning_s: float = 0.0
 
     @property
     def speedup(self) -> float:
@@ -65,6 +92,9 @@ class TuneReport:
         threads: threads kernels ran on.
         elapsed_s: wall time of the whole run.
         cache_dir: where records were written.
+        interrupted: Ctrl-C stopped the tuning.
+        time_budget_s: the time budget the kernels were tuned within (None: a number of
+            trials per kernel).
     """
 
     model: str
@@ -75,6 +105,7 @@ class TuneReport:
     elapsed_s: float = 0.0
     cache_dir: str = ""
     interrupted: bool = False
+    time_budget_s: float | None = None
 
     @property
     def new_trials(self) -> int:
@@ -83,7 +114,13 @@ class TuneReport:
 
 
 class TuningProgress:
-    """Receives progress events (the CLI shows them with rich; the default is silent)."""
+    """Receives progress events (the CLI shows them with rich; the default is silent).
+
+    Under a time budget a kernel is tuned in slices: ``budget_started`` comes once, then
+    ``slice_started`` / ``slice_finished`` for each slice (by default they forward to
+    ``kernel_started`` / ``kernel_finished``, with the slice's trials and the kernel's row
+    so far); ``remaining_s`` is the budget left, seconds.
+    """
 
     def model_prepared(self, kernel_count: int, unique_count: int) -> None: ...
 
@@ -95,6 +132,14 @@ class TuningProgress:
     def kernel_finished(self, report: KernelReport) -> None: ...
 
     def message(self, text: str) -> None: ...
+
+    def budget_started(self, budget_s: float, task_count: int) -> None: ...
+
+    def slice_started(self, kernel: LoweredKernel, trials: int, remaining_s: float) -> None:
+        self.kernel_started(kernel, trials)
+
+    def slice_finished(self, report: KernelReport, remaining_s: float) -> None:
+        self.kernel_finished(report)
 
 
 def _random_inputs(model, seed: int) -> dict[str, np.ndarray]:
@@ -115,9 +160,21 @@ def tune_model(
     config: TuningConfig | None = None,
     progress: TuningProgress | None = None,
     measure_model: bool = True,
+    time_budget_s: float | None = None,
 ) -> TuneReport:
-    """Tune every kernel of the model at ``path``; see :func:`polytf.tune`."""
+    """Tune every kernel of the model at ``path``; see :func:`polytf.tune`.
+
+    ``trials`` (default :class:`TuningConfig`'s) is ignored under ``time_budget_s``
+    (seconds of wall time, counted from this call; see the module).
+
+    Raises:
+        TuningError: the budget is not a positive number of seconds; a kernel's default
+            recipe fails.
+    """
     started = time.perf_counter()
+    budget_clock = time.monotonic()
+    if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and math.isfinite(time_budget_s) and time_budget_s > 0):
+        raise TuningError(f"the time budget must be a positive number of seconds, not {time_budget_s!r}")
     config = config or TuningConfig()
     trials = config.trials if trials is None else int(trials)
     threads = threads or default_thread_count()
@@ -126,93 +183,245 @@ def tune_model(
     target = CpuTarget(codegen)
     cache = KernelCache(cache_dir)
     prepared = prepare_model(path, input_shapes, outputs)
-    report = TuneReport(str(path), threads=threads, cache_dir=str(cache.directory))
+    report = TuneReport(str(path), threads=threads, cache_dir=str(cache.directory), time_budget_s=time_budget_s)
+    run = _ModelRun(
+        path, cache, target, codegen, threads, seed, config, retune, progress, input_shapes or {}, tuple(outputs or ()), tuning_faults(),
+        # tuners sharing this cache take turns to measure: timings of concurrent runs never overlap
+        UnlimitedWait(cache.lock("measurement")),
+    )
 
     keys = {kernel.scop.name: cache_key(kernel, target, threads, codegen) for kernel in prepared.kernels}
     unique: dict[str, LoweredKernel] = {}
+    counts: dict[str, int] = {}
     for kernel in prepared.kernels:
-        unique.setdefault(keys[kernel.scop.name].digest(), kernel)
+        digest = keys[kernel.scop.name].digest()
+        unique.setdefault(digest, kernel)
+        counts[digest] = counts.get(digest, 0) + 1
     progress.model_prepared(len(prepared.kernels), len(unique))
-    faults = tuning_faults()
-    storage = None  # opened for the first kernel that needs tuning
-    # tuners sharing this cache take turns to measure: timings of concurrent runs never overlap
-    measurement_lock = UnlimitedWait(cache.lock("measurement"))
 
     recipes = {}
     rows: dict[str, KernelReport] = {}
+    pending: dict[str, LoweredKernel] = {}
     for digest, kernel in unique.items():
         key = keys[kernel.scop.name]
         record = None if retune else cache.load(key)
         if record is not None and schedule_record(kernel, record, target, cache.path_for(key)) is None:
             record = None  # an illegal recipe: tuned again
         if record is not None and record.complete:
-            rows[digest] = KernelReport(kernel.scop.name, tuple(op for _, op in kernel.scop.ops), record.default_latency_s, record.best_latency_s, record.trials, record.failed_trials, "cached", record.schedule_recipe.describe())
+            rows[digest] = KernelReport(kernel.scop.name, _ops(kernel), record.default_latency_s, record.best_latency_s, record.trials, record.failed_trials, "cached", record.schedule_recipe.describe())
             progress.kernel_finished(rows[digest])
             recipes[digest] = record.schedule_recipe
             continue
-        progress.kernel_started(kernel, trials)
-        storage = storage or cache.study_storage()
-        result = tune_kernel(
-            kernel,
-            target,
-            trials=trials,
-            threads=threads,
-            storage=storage,
-            study_name=digest,
-            seed=seed,
-            measurement=config.measurement,
-            timeout_s=config.timeout_per_kernel_s,
-            restart=retune,
-            on_trial=progress.trial_done(kernel),
-            lock=cache.lock(f"study-{digest}"),
-            measurement_lock=measurement_lock,
-            candidate_time_limit_s=config.candidate_time_limit_s,
-            codegen=codegen,
-            faults=faults,
-        )
-        ops = tuple(op for _, op in kernel.scop.ops)
-        record = TuningRecord(
-            key=key.as_dict(),
-            kernel=kernel.scop.name,
-            ops=ops,
-            recipe=result.best_recipe.to_dict(),
-            default_latency_s=result.default_latency_s,
-            best_latency_s=result.best_latency_s,
-            trials=result.trials,
-            failed_trials=len(result.failures),
-            complete=not result.interrupted,
-            model=str(Path(path).resolve()),
-            input_shapes=input_shapes or {},
-            outputs=outputs or (),
-        )
-        cache.save(record, key)
-        status = "interrupted" if result.interrupted else "tuned"
-        rows[digest] = KernelReport(
-            kernel.scop.name, ops, result.default_latency_s, result.best_latency_s, result.trials, len(result.failures), status, result.best_recipe.describe(), tuple(result.failures), result.trials_here
-        )
-        progress.kernel_finished(rows[digest])
-        recipes[digest] = result.best_recipe
-        if result.interrupted:
-            report.interrupted = True
-            break
+        pending[digest] = kernel
+
+    if time_budget_s is None:
+        for digest, kernel in pending.items():
+            progress.kernel_started(kernel, trials)
+            kernel_started = time.perf_counter()
+            result = tune_kernel(kernel, target, trials=trials, timeout_s=config.timeout_per_kernel_s, restart=retune, on_trial=progress.trial_done(kernel), **run.tuner_arguments(digest))
+            run.save(kernel, keys[kernel.scop.name], result)
+            rows[digest] = run.row(kernel, result, time.perf_counter() - kernel_started)
+            progress.kernel_finished(rows[digest])
+            recipes[digest] = result.best_recipe
+            if result.interrupted:
+                report.interrupted = True
+                break
+    elif pending:
+        report.interrupted = _tune_within_budget(run, pending, counts, keys, budget_clock + float(time_budget_s), rows, recipes)
 
     for kernel in prepared.kernels:
         digest = keys[kernel.scop.name].digest()
         if digest in rows:
             row = rows[digest]
             if kernel is not unique[digest]:  # an identical kernel: it shares the first one's record
-                ops = tuple(op for _, op in kernel.scop.ops)
-                row = replace(row, kernel=kernel.scop.name, ops=ops, trials=0, failed_trials=0, status="shared", failures=(), trials_here=0)
+                row = replace(row, kernel=kernel.scop.name, ops=_ops(kernel), trials=0, failed_trials=0, status="shared", failures=(), trials_here=0, tuning_s=0.0)
             report.kernels.append(row)
 
     if measure_model and not report.interrupted:
         progress.message("timing the whole model (default recipes vs tuned)")
-        by_name = {k.scop.name: recipes[keys[k.scop.name].digest()] for k in prepared.kernels}
+        by_name = {k.scop.name: recipes[keys[k.scop.name].digest()] for k in prepared.kernels if keys[k.scop.name].digest() in recipes}
         default_model = build_model(prepared, {}, target, threads)
         tuned_model = build_model(prepared, by_name, target, threads)
         inputs = _random_inputs(tuned_model, seed)
-        with measurement_lock:
+        with run.measurement_lock:
             report.model_default_latency_s = float(np.median(default_model.latency_s(inputs)))
             report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
     report.elapsed_s = time.perf_counter() - started
     return report
+
+
+def _ops(kernel: LoweredKernel) -> tuple[str, ...]:
+    return tuple(op for _, op in kernel.scop.ops)
+
+
+@dataclass
+class _ModelRun:
+    """What the kernels' tunings of one :func:`tune_model` call share."""
+
+    path: str | os.PathLike
+    cache: KernelCache
+    target: CpuTarget
+    codegen: CodegenConfig
+    threads: int
+    seed: int
+    config: TuningConfig
+    retune: bool
+    progress: TuningProgress
+    input_shapes: Mapping[str, Sequence[int]]
+    outputs: tuple[str, ...]
+    faults: dict[int, str]
+    measurement_lock: UnlimitedWait
+    storage: object = None  # opened for the first kernel that needs tuning
+
+    def tuner_arguments(self, digest: str) -> dict:
+        """Keyword arguments of :func:`tune_kernel` and :class:`KernelTuning` for the kernel
+        whose cache-key digest (and study name) is ``digest``."""
+        self.storage = self.storage or self.cache.study_storage()
+        return {
+            "threads": self.threads,
+            "storage": self.storage,
+            "study_name": digest,
+            "seed": self.seed,
+            "measurement": self.config.measurement,
+            "lock": self.cache.lock(f"study-{digest}"),
+            "measurement_lock": self.measurement_lock,
+            "candidate_time_limit_s": self.config.candidate_time_limit_s,
+            "codegen": self.codegen,
+            "faults": self.faults,
+        }
+
+    def save(self, kernel: LoweredKernel, key, result: KernelTuningResult) -> None:
+        """Write (or overwrite) the kernel's record: complete unless the run was interrupted."""
+        record = TuningRecord(
+            key=key.as_dict(),
+            kernel=kernel.scop.name,
+            ops=_ops(kernel),
+            recipe=result.best_recipe.to_dict(),
+            default_latency_s=result.default_latency_s,
+            best_latency_s=result.best_latency_s,
+            trials=result.trials,
+            failed_trials=len(result.failures),
+            complete=not result.interrupted,
+            model=str(Path(self.path).resolve()),
+            input_shapes=self.input_shapes,
+            outputs=self.outputs,
+        )
+        self.cache.save(record, key)
+
+    def row(self, kernel: LoweredKernel, result: KernelTuningResult, tuning_s: float) -> KernelReport:
+        status = "interrupted" if result.interrupted else "tuned"
+        return KernelReport(
+            kernel.scop.name, _ops(kernel), result.default_latency_s, result.best_latency_s, result.trials, len(result.failures), status,
+            result.best_recipe.describe(), tuple(result.failures), result.trials_here, tuning_s,
+        )
+
+
+#: Tasks that keep a worker process between their slices (the most recently tuned).
+LIVE_WORKERS = 4
+
+
+def _tune_within_budget(
+    run: _ModelRun,
+    pending: Mapping[str, LoweredKernel],
+    counts: Mapping[str, int],
+    keys: Mapping[str, object],
+    deadline: float,
+    rows: dict[str, KernelReport],
+    recipes: dict,
+) -> bool:
+    """Tune the ``pending`` kernels (digest -> kernel) in slices that the
+    :class:`~polytf.autotune.task_scheduler.TaskScheduler` hands out until ``deadline``
+    (``time.monotonic()``); each slice's record is written at once. A kernel whose baseline
+    the budget did not reach gets no record and a ``skipped`` row. Returns whether Ctrl-C
+    stopped it."""
+    digests = list(pending)
+    spaces = [run.target.search_space(pending[d].scop, run.threads) for d in digests]
+    families = [kernel_family(pending[d], space) for d, space in zip(digests, spaces)]
+    tasks = [
+        Task(pending[d].scop.name, counts[d], family, _work(pending[d]), space.size())
+        for d, space, family in zip(digests, spaces, families)
+    ]
+    scheduler = TaskScheduler(tasks, seed=run.seed)
+    warm_starts = WarmStarts(run.target.limits)
+    progress = run.progress
+    progress.budget_started(deadline - time.monotonic(), len(tasks))
+    tunings: dict[int, KernelTuning] = {}
+    heuristics: dict[int, list[dict]] = {}
+    recently_tuned: list[int] = []
+    interrupted = False
+    with contextlib.ExitStack() as stack:
+        while not interrupted:
+            remaining_s = deadline - time.monotonic()
+            chosen = scheduler.next_slice(remaining_s)
+            if chosen is None:
+                break
+            index = chosen.task
+            digest = digests[index]
+            kernel = pending[digest]
+            if index not in tunings:
+                tunings[index] = stack.enter_context(KernelTuning(kernel, run.target, restart=run.retune, **run.tuner_arguments(digest)))
+            tuning = tunings[index]
+            progress.slice_started(kernel, chosen.trials, remaining_s)
+            slice_started = time.monotonic()
+            trials_before = rows[digest].trials_here if digest in rows else 0
+            if chosen.baseline:
+                try:
+                    tuning.start(deadline)
+                except TuningError:
+                    if not tuning.stopped_by_budget:
+                        raise
+                    scheduler.retire(index)  # the budget ended during its baseline: skipped
+                    progress.message(f"{kernel.scop.name}: the time budget ended while its default recipe was measured; it keeps that recipe")
+                    continue
+                heuristics[index] = tuning.heuristic_params()
+                target_trials = max(1, tuning.finished_trials())
+            else:
+                _enqueue_starting_points(tuning, index, families[index], kernel, chosen.trials, warm_starts, heuristics[index])
+                target_trials = tuning.finished_trials() + chosen.trials
+            result = tuning.run(target_trials, on_trial=progress.trial_done(kernel), wait_for_others=False, deadline=deadline)
+            seconds = time.monotonic() - slice_started
+            scheduler.observe(
+                index,
+                trials=result.trials,
+                trials_run=result.trials_here - trials_before,
+                seconds=seconds,
+                best_latency_s=result.best_latency_s,
+                default_latency_s=result.default_latency_s if chosen.baseline else None,
+            )
+            warm_starts.record(index, families[index], tuning.space, result.best_recipe)
+            run.save(kernel, keys[kernel.scop.name], result)  # after each slice: Ctrl-C loses nothing
+            rows[digest] = run.row(kernel, result, scheduler.progress[index].seconds)
+            recipes[digest] = result.best_recipe
+            progress.slice_finished(rows[digest], deadline - time.monotonic())
+            interrupted = result.interrupted
+            recently_tuned = [task for task in recently_tuned if task != index] + [index]
+            for task in recently_tuned[:-LIVE_WORKERS]:
+                tunings[task].suspend()
+            recently_tuned = recently_tuned[-LIVE_WORKERS:]
+    for digest, kernel in pending.items():
+        if digest not in rows:
+            rows[digest] = KernelReport(kernel.scop.name, _ops(kernel), math.nan, math.nan, 0, 0, "skipped", "default (the budget ended before its turn)")
+    return interrupted
+
+
+def _enqueue_starting_points(tuning: KernelTuning, task: int, family: tuple, kernel: LoweredKernel, trials: int, warm_starts: WarmStarts, heuristics: list[dict]) -> None:
+    """Before a slice of ``trials`` trials: enqueue what they should try first, up to
+    ``trials`` waiting trials in the study — the best recipes of similar kernels (warm
+    starts), then the space's heuristic recipes not enqueued yet (taken from ``heuristics``)."""
+    room = trials - tuning.waiting_trials()
+    if room <= 0:
+        return
+    offers = warm_starts.offers(task, family, tuning.space, kernel, room)
+    taken = heuristics[: room - len(offers)]
+    del heuristics[: len(taken)]
+    for params in offers + taken:
+        tuning.enqueue(params)
+
+
+def _work(kernel: LoweredKernel) -> float:
+    """Points of the kernel's anchor statement's iteration domain (Ansor's work ``C_i``; 0
+    when isl cannot count them)."""
+    try:
+        return float(domain_points(anchor_statement(kernel.scop)))
+    except PolytfError:
+        return 0.0

@@ -11,6 +11,8 @@ tuners may work on one study at once (:mod:`polytf.autotune.shared_study`: each 
 claimed under an inter-process lock, so a study never runs more trials than asked).
 Every candidate is compiled, verified and timed in a worker process
 (:mod:`polytf.autotune.isolation`): a crash or a hang costs one failed trial.
+:class:`KernelTuning` keeps a kernel's baseline, worker and study between runs, so that
+a time budget can continue the study slice by slice (:mod:`polytf.autotune.task_scheduler`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ optuna.logging.set_verbosity(logging.WARNING)
 
 #: Cause stored on the trial that was running when the tuner was interrupted.
 INTERRUPTED = "interrupted (Ctrl-C)"
+#: Shortest limit of a candidate cut by a time budget's end, seconds.
+MINIMUM_CANDIDATE_S = 1.0
+#: Cause stored on a trial whose candidate was stopped because a time budget ended.
+STOPPED_BY_BUDGET = "stopped at the end of the time budget"
 
 
 @dataclass
@@ -128,36 +134,207 @@ def tune_kernel(
             or no worker process can be started.
         CacheError: a lock of the cache cannot be acquired in time.
     """
-    config = measurement or MeasurementConfig()
-    space = target.search_space(kernel.scop, threads)
-    study_run = _StudyRun(
+    with KernelTuning(
         kernel,
-        space,
-        trials,
-        lock if lock is not None else threading.RLock(),
-        measurement_lock if measurement_lock is not None else contextlib.nullcontext(),
-        dict(faults or {}),
-    )
-    with contextlib.ExitStack() as stack:
+        target,
+        threads=threads,
+        storage=storage,
+        study_name=study_name,
+        seed=seed,
+        measurement=measurement,
+        restart=restart,
+        evaluator=evaluator,
+        lock=lock,
+        measurement_lock=measurement_lock,
+        candidate_time_limit_s=candidate_time_limit_s,
+        codegen=codegen,
+        faults=faults,
+        planned_trials=trials,
+    ) as tuning:
+        return tuning.run(trials, timeout_s=timeout_s, on_trial=on_trial)
+
+
+class KernelTuning(AbstractContextManager):
+    """A kernel's tuning that goes on in slices: the baseline is measured and the study
+    opened once, then each :meth:`run` continues the study up to a number of trials (the
+    unit the model tuner's task scheduler hands out, :mod:`polytf.autotune.task_scheduler`).
+    :func:`tune_kernel` is one run of one of these.
+
+    Args:
+        kernel, target, threads, storage, study_name, seed, measurement, restart,
+        evaluator, lock, measurement_lock, candidate_time_limit_s, codegen, faults: as
+            for :func:`tune_kernel`.
+        planned_trials: the trials the study is meant to get, which sizes the sampler's
+            random start-up and how many of the default and heuristic recipes a new study
+            gets enqueued; None (tuning under a time budget, total unknown): the start-up
+            of :class:`~polytf.config.TuningConfig`'s default trials, and only the default
+            recipe enqueued (the caller enqueues the heuristic recipes, :meth:`heuristic_params`,
+            and warm starts, :meth:`enqueue`, slice by slice).
+
+    Use as a context manager: the worker process is stopped on exit.
+    """
+
+    def __init__(
+        self,
+        kernel: LoweredKernel,
+        target: Target,
+        *,
+        threads: int,
+        storage: str | optuna.storages.BaseStorage | None = None,
+        study_name: str | None = None,
+        seed: int = 0,
+        measurement: MeasurementConfig | None = None,
+        restart: bool = False,
+        evaluator: Evaluator | None = None,
+        lock: AbstractContextManager | None = None,
+        measurement_lock: AbstractContextManager | None = None,
+        candidate_time_limit_s: float = TuningConfig.candidate_time_limit_s,
+        codegen: CodegenConfig | None = None,
+        faults: Mapping[int, str] | None = None,
+        planned_trials: int | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.space = target.search_space(kernel.scop, threads)
+        self.storage, self.study_name, self.seed, self.restart = storage, study_name, seed, restart
+        self.candidate_time_limit_s = candidate_time_limit_s
+        self.study: optuna.Study | None = None
+        #: time.monotonic() at which a budget ends (set during a run with a deadline)
+        self._deadline: float | None = None
+        #: a candidate (or the baseline) was stopped because a time budget ended
+        self.stopped_by_budget = False
+        self._study_run = _StudyRun(
+            kernel,
+            self.space,
+            planned_trials if planned_trials is not None else TuningConfig.trials,
+            lock if lock is not None else threading.RLock(),
+            measurement_lock if measurement_lock is not None else contextlib.nullcontext(),
+            dict(faults or {}),
+            seeds=max(1, planned_trials) if planned_trials is not None else 1,
+        )
+        self._isolated: CandidateEvaluator | None = None
         if evaluator is None:
-            isolated = stack.enter_context(
-                CandidateEvaluator(kernel, threads, measurement=config, seed=seed, time_limit_s=candidate_time_limit_s, codegen=codegen)
+            self._isolated = CandidateEvaluator(
+                kernel, threads, measurement=measurement or MeasurementConfig(), seed=seed, time_limit_s=candidate_time_limit_s, codegen=codegen
             )
+            isolated, study_run = self._isolated, self._study_run
 
             def evaluator(recipe: ScheduleRecipe, fault: str | None = None) -> Measurement | str:
+                limit_s = self._candidate_limit_s()
+                isolated.time_limit_s = limit_s
                 # a candidate 3x slower than the best so far is timed with one call only
-                return isolated.evaluate(recipe, cutoff_s=3 * study_run.best_s, fault=fault)
+                outcome = isolated.evaluate(recipe, cutoff_s=3 * study_run.best_s, fault=fault)
+                if isinstance(outcome, str) and limit_s < self.candidate_time_limit_s and outcome.startswith("timed out"):
+                    self.stopped_by_budget = True
+                    return f"{STOPPED_BY_BUDGET} (after {limit_s:.1f} s)"
+                return outcome
 
-        study_run.evaluator = evaluator
-        study_run.measure_baseline()
-        study = study_run.open_study(storage, study_name, seed, restart)
-        interrupted = study_run.run_trials(study, timeout_s, on_trial)
-        if not interrupted and storage is not None:  # concurrent tuners' last trials
+        self._study_run.evaluator = evaluator
+
+    def start(self, deadline: float | None = None) -> None:
+        """Measure the baseline and open the study, once (:meth:`run` does it first).
+
+        Args:
+            deadline: ``time.monotonic()`` at which a time budget ends: the baseline is
+                stopped then (at least :data:`MINIMUM_CANDIDATE_S` after it began), which
+                raises TuningError with :attr:`stopped_by_budget` set.
+
+        Raises:
+            TuningError: the default recipe fails (or is stopped by ``deadline``), or no
+                worker process can be started.
+            CacheError: the study's lock cannot be acquired in time.
+        """
+        if self.study is None:
+            self._deadline = deadline
             try:
-                wait_for_running_trials(study, study_run.lock, candidate_time_limit_s + TuningConfig.worker_start_timeout_s)
+                self._study_run.measure_baseline()
+            finally:
+                self._deadline = None
+            self.study = self._study_run.open_study(self.storage, self.study_name, self.seed, self.restart)
+
+    def run(
+        self,
+        trials: int,
+        *,
+        timeout_s: float | None = None,
+        on_trial: TrialCallback | None = None,
+        wait_for_others: bool = True,
+        deadline: float | None = None,
+    ) -> KernelTuningResult:
+        """Continue the study until it holds ``trials`` trials (or ``timeout_s`` has passed)
+        and return the best recipe of the whole study.
+
+        Args:
+            trials: trials the study holds afterwards, in total (earlier runs' included).
+            timeout_s: no trial is claimed after this many seconds.
+            on_trial: as for :func:`tune_kernel`.
+            wait_for_others: wait for the running trials of concurrent tuners before
+                reading the result (:func:`tune_kernel` does; slices of a budget do not).
+            deadline: ``time.monotonic()`` at which a time budget ends: no trial is
+                claimed after it, and a candidate still running then is stopped (at least
+                :data:`MINIMUM_CANDIDATE_S` after it began) and fails with cause
+                :data:`STOPPED_BY_BUDGET`. The baseline (first run) is not limited: call
+                :meth:`start` with the deadline first for that.
+
+        Raises:
+            TuningError: the default recipe fails (first run), or no worker process can be started.
+        """
+        self.start()
+        self._study_run.trials = trials
+        if deadline is not None:
+            left_s = max(0.0, deadline - time.monotonic())
+            timeout_s = left_s if timeout_s is None else min(timeout_s, left_s)
+        self._deadline = deadline
+        try:
+            interrupted = self._study_run.run_trials(self.study, timeout_s, on_trial)
+        finally:
+            self._deadline = None
+        if wait_for_others and not interrupted and self.storage is not None:  # concurrent tuners' last trials
+            try:
+                wait_for_running_trials(self.study, self._study_run.lock, self.candidate_time_limit_s + TuningConfig.worker_start_timeout_s)
             except KeyboardInterrupt:
                 interrupted = True
-        return study_run.result(study, interrupted)
+        return self._study_run.result(self.study, interrupted)
+
+    def _candidate_limit_s(self) -> float:
+        """Wall-clock limit of the next candidate: the configured one, cut to the budget's end."""
+        if self._deadline is None:
+            return self.candidate_time_limit_s
+        return min(self.candidate_time_limit_s, max(MINIMUM_CANDIDATE_S, self._deadline - time.monotonic()))
+
+    def finished_trials(self) -> int:
+        """Trials of the study that are finished (complete or failed), 0 before :meth:`start`."""
+        if self.study is None:
+            return 0
+        return len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)))
+
+    def waiting_trials(self) -> int:
+        """Enqueued trials no tuner has claimed yet."""
+        return 0 if self.study is None else len(self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+    def heuristic_params(self) -> list[dict]:
+        """Parameters of the space's hand-written starting points
+        (:meth:`~polytf.schedules.search_space.SearchSpace.heuristic_recipes`)."""
+        return [self.space.params(recipe) for recipe in self.space.heuristic_recipes()]
+
+    def enqueue(self, params: Mapping[str, object]) -> None:
+        """Enqueue a trial with ``params`` (every dimension, values among its choices) unless
+        the study already holds one with them; it is claimed before sampled trials
+        (oldest enqueued first). Call after :meth:`start`."""
+        with self._study_run.lock:
+            self.study.enqueue_trial(dict(params), skip_if_exists=True)
+
+    def suspend(self) -> None:
+        """Stop the worker process until the next candidate (which starts a new one): a
+        model's tasks do not all keep a worker while others are tuned."""
+        if self._isolated is not None:
+            self._isolated.close()
+
+    def close(self) -> None:
+        """Stop the worker process."""
+        self.suspend()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 @dataclass
@@ -170,6 +347,8 @@ class _StudyRun:
     lock: AbstractContextManager
     measurement_lock: AbstractContextManager
     faults: dict[int, str]
+    #: how many of the default and heuristic recipes a new study gets enqueued
+    seeds: int = 1
     evaluator: Evaluator | None = None
     baseline: Measurement | None = None
     best_s: float = math.inf
@@ -216,7 +395,7 @@ class _StudyRun:
                 load_if_exists=persistent,
             )
             if not study.get_trials(deepcopy=False):
-                for recipe in [self.space.default_recipe(), *self.space.heuristic_recipes()][: max(1, self.trials)]:
+                for recipe in [self.space.default_recipe(), *self.space.heuristic_recipes()][: self.seeds]:
                     study.enqueue_trial(self.space.params(recipe), skip_if_exists=True)
         return study
 
@@ -263,4 +442,4 @@ class _StudyRun:
         return KernelTuningResult(best_recipe, best_latency, self.baseline.median_s, len(finished), failures, interrupted, here)
 
 
-__all__ = ["INTERRUPTED", "KernelTuningResult", "TrialCallback", "tune_kernel"]
+__all__ = ["INTERRUPTED", "MINIMUM_CANDIDATE_S", "STOPPED_BY_BUDGET", "KernelTuning", "KernelTuningResult", "TrialCallback", "tune_kernel"]

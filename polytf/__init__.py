@@ -65,6 +65,7 @@ def tune(
     threads: int | None = None,
     seed: int = 0,
     progress=None,
+    time_budget_s: float | None = None,
 ) -> TuneReport:
     """Tune every kernel of a model by measurement and store the winners in the cache.
 
@@ -72,13 +73,46 @@ def tune(
     is checked against the numpy reference before it may win. Kernels that already
     have a record are reused unless ``retune``.
 
+    With ``time_budget_s``, the tuning takes that much wall time instead (``trials`` is
+    then ignored): every kernel's default recipe is measured first, then the trials go a
+    few at a time to the kernels whose improvement lowers the model's latency the most
+    (Ansor's task scheduler, Zheng et al., OSDI 2020, §6), and kernels that differ only in
+    shape start from each other's best recipes. The budget covers everything but the final
+    timing of the whole model. Records are written after each slice of trials and reused
+    by the next call; ``retune`` starts every kernel afresh within the budget.
+
+    Args:
+        path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``.
+        trials: trials per kernel study (without a time budget).
+        cache_dir, input_shapes, outputs, threads: as for :func:`load`.
+        retune: ignore existing records and restart the kernels' studies.
+        seed: seed of the sampler, the scheduler's random choices and the test inputs.
+        progress: a :class:`~polytf.autotune.model_tuner.TuningProgress` receiving events.
+        time_budget_s: wall-clock budget of the tuning, seconds (e.g.
+            ``polytf.durations.parse_duration("10m")``); None: ``trials`` per kernel.
+
     Returns:
         A :class:`~polytf.autotune.model_tuner.TuneReport` (per-kernel default and tuned
-        latency, trials, and the whole model's latency before and after).
+        latency, trials and seconds spent, and the whole model's latency before and after).
+
+    Raises:
+        TuningError: a kernel's default recipe fails, or ``time_budget_s`` is not positive.
+        GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled.
     """
     from polytf.autotune.model_tuner import tune_model
 
-    return tune_model(path, trials=trials, cache_dir=cache_dir, retune=retune, input_shapes=input_shapes, outputs=outputs, threads=threads, seed=seed, progress=progress)
+    return tune_model(
+        path,
+        trials=trials,
+        cache_dir=cache_dir,
+        retune=retune,
+        input_shapes=input_shapes,
+        outputs=outputs,
+        threads=threads,
+        seed=seed,
+        progress=progress,
+        time_budget_s=time_budget_s,
+    )
 
 
 __all__ = ["__version__", "load", "tune"]
