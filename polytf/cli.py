@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -86,8 +87,44 @@ class RichTuningProgress:
             self.failed += failure is not None
             if self.task is not None:
                 self.progress.update(self.task, advance=1, best=format_seconds(best_s), failed=f"{self.failed} failed" if self.failed else "")
+            if self.deadline is not None:
+                self._show_budget(self.deadline - time.monotonic())
 
         return update
+
+    # under a time budget: one bar per kernel across its slices, and a row with the budget left
+    deadline: float | None = None
+
+    def budget_started(self, budget_s: float, task_count: int) -> None:
+        self.deadline = time.monotonic() + budget_s
+        self.budget_task = self.progress.add_task("", total=budget_s, best="", failed="")
+        self.kernel_tasks, self.kernel_failed = {}, {}
+        self._show_budget(budget_s)
+
+    def _show_budget(self, remaining_s: float) -> None:
+        from polytf.durations import format_duration
+
+        total = self._task(self.budget_task).total
+        self.progress.update(self.budget_task, completed=min(total, total - remaining_s), description=f"time budget: {format_duration(remaining_s)} left")
+
+    def slice_started(self, kernel, trials: int, remaining_s: float) -> None:
+        name = kernel.scop.name
+        if name not in self.kernel_tasks:
+            ops = "+".join(op for _, op in kernel.scop.ops)
+            self.kernel_tasks[name] = self.progress.add_task(f"{name} ({ops})", total=0, best="-", failed="")
+            self.kernel_failed[name] = 0
+        self.task, self.failed = self.kernel_tasks[name], self.kernel_failed[name]
+        self.progress.update(self.task, total=self._task(self.task).total + trials)
+        self._show_budget(remaining_s)
+
+    def slice_finished(self, report, remaining_s: float) -> None:
+        self.kernel_failed[report.kernel] = self.failed
+        self.progress.update(self.task, completed=self._task(self.task).total, best=format_seconds(report.tuned_latency_s))
+        self.task = None
+        self._show_budget(remaining_s)
+
+    def _task(self, task_id):
+        return next(task for task in self.progress.tasks if task.id == task_id)
 
     def kernel_finished(self, report) -> None:
         if report.status == "cached":
@@ -101,13 +138,27 @@ class RichTuningProgress:
 
 
 def print_tune_report(report) -> None:
+    budget = report.time_budget_s is not None
     table = Table(title=f"polytf tune {report.model} ({report.threads} thread{'s' if report.threads > 1 else ''})")
-    for column in ("kernel", "ops", "default", "tuned", "speedup", "trials", "status"):
-        table.add_column(column, justify="right" if column in ("default", "tuned", "speedup", "trials") else "left")
+    columns = ("kernel", "ops", "default", "tuned", "speedup", "trials", *(("budget spent",) if budget else ()), "status")
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("default", "tuned", "speedup", "trials", "budget spent") else "left")
     for row in report.kernels:
         trials = f"{row.trials}" + (f" ({row.failed_trials} failed)" if row.failed_trials else "")
-        table.add_row(row.kernel, "+".join(row.ops), format_seconds(row.default_latency_s), format_seconds(row.tuned_latency_s), f"{row.speedup:.2f}x", trials, row.status)
+        # under a budget: the trials this run gave the kernel and the seconds they took
+        spent = (f"{row.trials_here} trial{'s' if row.trials_here != 1 else ''}, {row.tuning_s:.1f} s" if row.status in ("tuned", "interrupted") else "-",) if budget else ()
+        speedup = f"{row.speedup:.2f}x" if row.speedup == row.speedup else "-"  # NaN: a kernel the budget skipped
+        table.add_row(row.kernel, "+".join(row.ops), format_seconds(row.default_latency_s), format_seconds(row.tuned_latency_s), speedup, trials, *spent, row.status)
     stdout.print(table)
+    if budget:
+        from polytf.durations import format_duration
+
+        tuning_s = sum(row.tuning_s for row in report.kernels)
+        skipped = sum(row.status == "skipped" for row in report.kernels)
+        stdout.print(
+            f"time budget {format_duration(report.time_budget_s)}: {tuning_s:.1f} s spent tuning kernels"
+            + (f"; {skipped} kernel{'s' if skipped > 1 else ''} skipped (the budget ended before their turn: they keep the default recipe)" if skipped else "")
+        )
     if report.model_tuned_latency_s == report.model_tuned_latency_s:
         speedup = report.model_default_latency_s / report.model_tuned_latency_s
         stdout.print(
@@ -135,6 +186,16 @@ def summarize_failures(failures, limit: int = 6) -> str:
     return "; ".join(parts)
 
 
+def _duration_argument(text: str) -> float:
+    """``--time-budget`` as seconds (:func:`polytf.durations.parse_duration`), or argparse's error."""
+    from polytf.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except PolytfError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def command_tune(args) -> int:
     from dataclasses import replace
 
@@ -146,10 +207,13 @@ def command_tune(args) -> int:
             raise SystemExit("error: --candidate-timeout must be a positive number of seconds")
         config = replace(config, candidate_time_limit_s=args.candidate_timeout)
 
+    if args.time_budget is not None and args.trials is not None:
+        raise SystemExit("error: give --trials or --time-budget, not both")
     with RichTuningProgress() as progress:
         report = tune_model(
             args.model,
             trials=args.trials,
+            time_budget_s=args.time_budget,
             cache_dir=args.cache_dir,
             retune=args.retune,
             input_shapes=_input_shapes(args.input),
@@ -204,6 +268,8 @@ def command_show(args) -> int:
         _, reports = prepare_graph(args.model, _input_shapes(args.input))
         print_pass_reports(args.model, reports)
         return 0
+    if args.profile:
+        return show_profile(args)
     prepared = prepare_model(args.model, _input_shapes(args.input))
     threads = args.threads or default_thread_count()
     if not args.kernel:
@@ -244,6 +310,33 @@ def command_show(args) -> int:
     for title, text in sections:
         stdout.rule(title)
         stdout.print(text, markup=False, highlight=False)
+    return 0
+
+
+def show_profile(args) -> int:
+    """``polytf show MODEL --profile``: the model as ``polytf.load`` builds it, timed kernel by
+    kernel on seeded random normal inputs, against the float32 peak measured for its threads."""
+    import numpy as np
+
+    import polytf
+    from polytf.bench.peak import measure_fp32_peak
+    from polytf.runtime.profile import profile_model
+
+    if args.repeats < 1:
+        raise SystemExit("error: --repeats must be at least 1")
+    model = polytf.load(args.model, cache_dir=args.cache_dir, input_shapes=_input_shapes(args.input), threads=args.threads)
+    rng = np.random.default_rng(0)
+    inputs = {name: rng.standard_normal(tuple(t.shape)).astype(t.dtype) for name, t in model.input_types.items()}
+    peak = measure_fp32_peak(model.threads)
+    profile = profile_model(model, inputs, repeats=args.repeats, peak_gflops=peak.gflops)
+    tuned = len(getattr(model, "tuned_kernels", ()))
+    stdout.print(f"{args.model}: {len(model.kernels)} kernels ({tuned} from tuning records), {model.threads} threads", highlight=False)
+    stdout.print(
+        f"float32 peak: {peak.gflops:.1f} GFLOP/s on {peak.threads} threads (FMA loop on <{peak.vector_lanes} x float>, LLVM CPU {peak.cpu_name})",
+        highlight=False,
+    )
+    stdout.print(profile.table())
+    stdout.print(profile.totals(), highlight=False)
     return 0
 
 
@@ -350,7 +443,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     tune = commands.add_parser("tune", help="tune every kernel of a model and cache the winners", description="Compile a model, tune each kernel with an Optuna study (every candidate verified against numpy), and cache the best recipes.")
     common(tune)
-    tune.add_argument("--trials", type=int, default=20, help="candidate schedules per kernel (default 20)")
+    tune.add_argument("--trials", type=int, help=f"candidate schedules per kernel (default {TuningConfig.trials})")
+    tune.add_argument(
+        "--time-budget",
+        type=_duration_argument,
+        metavar="DURATION",
+        help="tune for this much wall time instead of --trials per kernel, e.g. 600, 600s, 10m, 1h: trials go a few at a time to the "
+        "kernels whose improvement lowers the model's latency most (Ansor's task scheduler); kernels differing only in shape "
+        "warm-start from each other. Records are written as it goes and reused by the next run; with --retune every kernel "
+        "starts afresh within the budget",
+    )
     tune.add_argument("--retune", action="store_true", help="ignore cached records and tune again")
     tune.add_argument("--output", action="append", metavar="NAME", help="output node (repeatable; default: the graph's sink nodes)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the random test inputs")
@@ -375,10 +477,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="For each entry and thread count: write the GraphDef, tune it, load it, verify it against numpy, then time polytf, "
         "numpy, TensorFlow and TensorFlow+XLA with the same threads (baselines in a child process per thread count). "
         "An entry is a zoo model spec (NAME or NAME:BATCH, matmul:MxKxN; models: mlp, cifar_cnn, odd_matmul, conv_bias_relu, "
-        "conv3x3_bias_relu_56, matmul) or a .pb/.pbtxt file. Without entries: the suite (default issue3).",
+        "conv3x3_bias_relu_56, matmul, mobilenet_v2, transformer_encoder, resnet50, inception_v3, densenet121, efficientnet_b0) "
+        "or a .pb/.pbtxt file. Without entries: the suite (default issue3). The report also gives the untuned model's time, "
+        "GFLOP/s as a percentage of the measured float32 peak, and a per-kernel profile of each model.",
     )
     bench.add_argument("entries", nargs="*", metavar="ENTRY", help="zoo model spec (e.g. matmul:1024x1024x1024, cifar_cnn:32) or GraphDef file")
-    bench.add_argument("--suite", help="run a named suite (issue3, smoke); default issue3 when no ENTRY is given")
+    bench.add_argument("--suite", help="run a named suite (issue3, issue4, models, smoke); default issue3 when no ENTRY is given")
     bench.add_argument("--threads", metavar="N[,N...]", help="thread counts for every entry, e.g. 1,2 (default: each entry's own, else 2)")
     bench.add_argument("--trials", type=int, help="trials per kernel (default 20)")
     bench.add_argument("--rounds", type=int, default=5, help="timing rounds per system; the figure is the median of round medians (default 5)")
@@ -388,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--cache-dir", help="tuning-record cache to use and reuse (default: a fresh temporary cache, so every kernel is tuned)")
     bench.add_argument("--no-tensorflow", action="store_true", help="do not time TensorFlow and XLA")
     bench.add_argument("--seed", type=int, default=0, help="seed of the tuner and of the random inputs")
+    bench.add_argument(
+        "--time-budget", metavar="DURATION", help="wall-clock budget of tuning each model, e.g. 600, 600s, 10m, 1h (default: none)"
+    )
     bench.set_defaults(handler=command_bench)
 
     show = commands.add_parser(
@@ -395,7 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="show graph passes, kernels, schedule trees, loop ASTs and code",
         description="Without --kernel: the model's kernels. With --passes: what each graph pass (pruning, identity removal, constant folding, "
         "arithmetic simplification, batch-norm folding, common-subexpression elimination) changed, as node and edge counts before "
-        "and after, round by round, with totals. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly).",
+        "and after, round by round, with totals. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly). "
+        "With --profile: each kernel's median time, FLOPs, GFLOP/s and % of the machine's measured float32 peak, and the whole call.",
     )
     common(show)
     show.add_argument("--passes", action="store_true", help="print node and edge counts before and after each graph pass, and the totals")
@@ -403,6 +511,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--recipe", help="JSON recipe file (default: the cached record, else the default recipe)")
     show.add_argument("--llvm", action="store_true", help="also print the optimised LLVM IR")
     show.add_argument("--assembly", action="store_true", help="also print the host assembly")
+    show.add_argument(
+        "--profile",
+        action="store_true",
+        help="time each kernel of the model (cached recipes, seeded random inputs) and print its GFLOP/s and %% of the measured float32 peak",
+    )
+    show.add_argument("--repeats", type=int, default=10, help="timed calls per kernel and of the whole call with --profile (default 10)")
     show.set_defaults(handler=command_show)
 
     cache = commands.add_parser(

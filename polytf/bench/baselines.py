@@ -15,8 +15,9 @@ sets TensorFlow's intra-op pool to N threads and its inter-op pool to 1. It read
 per line on stdin and answers one JSON line on stdout:
 
 * ``{"op": "info"}`` -> threads, BLAS libraries (threadpoolctl), TensorFlow version or why not;
-* ``{"op": "load", "model": PATH, "inputs": {NAME: FILE.npy}, "outputs": [NAME], "warmup": W}``
-  -> the systems ready to time, per-system errors, and TF/XLA's max abs error against numpy;
+* ``{"op": "load", "model": PATH, "inputs": {NAME: FILE.npy}, "outputs": [NAME], "warmup": W,
+  "outputs_file": FILE.npz (optional)}`` -> the systems ready to time, per-system errors, and
+  TF/XLA's max abs error against numpy; TensorFlow's outputs written to ``outputs_file`` if given;
 * ``{"op": "round", "repeats": R, "warmup": W}`` -> ``{"median_s": {system: seconds}}``, one
   round: per system, W untimed calls then the median of R timed calls;
 * ``{"op": "quit"}``.
@@ -173,7 +174,11 @@ class BaselineSession:
             "tensorflow_error": self.tensorflow_error,
         }
 
-    def load(self, model: str, inputs: Mapping[str, str], outputs: Sequence[str], warmup: int = 3) -> dict[str, Any]:
+    def load(
+        self, model: str, inputs: Mapping[str, str], outputs: Sequence[str], warmup: int = 3, outputs_file: str | None = None
+    ) -> dict[str, Any]:
+        """Make the systems ready to time; with ``outputs_file``, TensorFlow's outputs (when it
+        runs) are also written there (``.npz``, keyed by output name) for the parent to compare."""
         feeds = {name: np.load(path) for name, path in inputs.items()}
         graph = NumpyGraph(model, outputs=list(outputs), input_shapes={n: a.shape for n, a in feeds.items()})
         expected = graph(**feeds)
@@ -197,7 +202,10 @@ class BaselineSession:
                         results = results if isinstance(results, (list, tuple)) else [results]
                         return {key: value.numpy() for key, value in zip(graph.output_names, results)}
 
-                    accuracy[system] = max_abs_error(call(), expected)
+                    results = call()
+                    accuracy[system] = max_abs_error(results, expected)
+                    if system == "tensorflow" and outputs_file:
+                        np.savez(outputs_file, **results)
                     for _ in range(max(0, warmup)):
                         call()
                     self.systems[system] = call

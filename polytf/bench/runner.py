@@ -1,12 +1,18 @@
-"""``polytf bench``: for every entry and thread count, in one run, write the GraphDef, tune it
-with polytf, load it, verify it against numpy, then time polytf, numpy, TensorFlow and XLA
-with the same thread count, and write the report after every finished row (so Ctrl-C keeps
-the rows already measured).
+"""``polytf bench``: for every entry and thread count, in one run, write the GraphDef, build it
+untuned (default recipes, an empty cache), tune it with polytf, load it, verify both against
+numpy (and against TensorFlow when it runs), then time polytf tuned and untuned, numpy,
+TensorFlow and XLA with the same thread count, profile the tuned model kernel by kernel, and
+write the report after every finished row (so Ctrl-C keeps the rows already measured).
+
+The machine's float32 peak is measured once per thread count at the start
+(:func:`polytf.bench.peak.measure_fp32_peak`); GFLOP/s figures are also given as a percentage
+of it. A row whose model polytf cannot build or tune is recorded as failed, with the error, and
+the run goes on; a polytf result that differs from numpy stops the run.
 
 polytf is timed in this process; the baselines in a child process per thread count
 (:class:`polytf.bench.baselines.BaselineWorker`). Rounds alternate between the systems: a
-polytf round (``model(**inputs)``), a polytf kernels-only round, then one round of each
-baseline; every figure is the median of the round medians.
+polytf round (``model(**inputs)``), a polytf untuned round, a polytf kernels-only round, then
+one round of each baseline; every figure is the median of the round medians.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from polytf.bench.report import columns
-from polytf.bench.suite import DEFAULT_SUITE, Workload, contraction_flops, resolve_entries
+from polytf.bench.report import columns, first_line
+from polytf.bench.suite import DEFAULT_SUITE, Workload, resolve_entries
 from polytf.errors import DependencyMissingError, PolytfError
 
 __all__ = ["BenchOptions", "run_bench"]
@@ -49,6 +55,8 @@ class BenchOptions:
             every kernel is tuned in this run and the tuning time is real.
         tensorflow: time TensorFlow and XLA too (when TensorFlow is installed).
         seed: seed of the tuner and of the random inputs.
+        time_budget_s: wall-clock budget of tuning one model, seconds (``--time-budget``);
+            ``None``: no budget (the trials alone bound it).
     """
 
     entries: tuple[str, ...] = ()
@@ -62,6 +70,7 @@ class BenchOptions:
     cache_dir: Path | None = None
     tensorflow: bool = True
     seed: int = 0
+    time_budget_s: float | None = None
 
 
 def _finite(value: float | None) -> float | None:
@@ -120,8 +129,12 @@ def _speedups(systems: dict[str, dict[str, Any]]) -> dict[str, float]:
     return speedup
 
 
+class _WrongResultError(PolytfError):
+    """polytf's output differs from the numpy reference: the run stops (a wrong result is never timed)."""
+
+
 def _check_outputs(actual: dict, expected: dict, label: str) -> float:
-    """Max abs error of polytf against numpy; raises PolytfError beyond float32 tolerance
+    """Max abs error of polytf against numpy; raises _WrongResultError beyond float32 tolerance
     (``|a - e| <= rtol·|e| + atol_scale·max|e| + 1e-6``, the tuner's own check)."""
     import numpy as np
 
@@ -131,7 +144,7 @@ def _check_outputs(actual: dict, expected: dict, label: str) -> float:
     worst = 0.0
     for name, reference in expected.items():
         if name not in actual or actual[name].shape != reference.shape:
-            raise PolytfError(
+            raise _WrongResultError(
                 f"{label}: polytf returned {sorted(actual)} with shapes {[a.shape for a in actual.values()]}, numpy {name} {reference.shape}"
             )
         scale = float(np.max(np.abs(reference), initial=0.0))
@@ -139,23 +152,54 @@ def _check_outputs(actual: dict, expected: dict, label: str) -> float:
         difference = np.abs(actual[name].astype(np.float64) - reference.astype(np.float64))
         worst = max(worst, float(np.max(difference, initial=0.0)))
         if not np.allclose(actual[name], reference, rtol=config.rtol, atol=atol):
-            raise PolytfError(
+            raise _WrongResultError(
                 f"{label}: polytf's output '{name}' differs from the numpy reference: max abs error {worst:.3g} "
                 f"beyond float32 tolerance (rtol {config.rtol}, atol {atol:.3g}); not timing a wrong result"
             )
     return worst
 
 
+def _ratio_to(systems: dict[str, dict[str, Any]], baseline: str) -> dict[str, float]:
+    """polytf time / ``baseline`` time, tuned and untuned (below 1: polytf faster); empty when
+    the baseline has no time."""
+    base_s = systems.get(baseline, {}).get("median_s")
+    if not base_s:
+        return {}
+    pairs = (("tuned", "polytf"), ("untuned", "polytf_untuned"))
+    return {name: systems[s]["median_s"] / base_s for name, s in pairs if systems.get(s, {}).get("median_s")}
+
+
+def convolution_summary(profile: dict[str, Any]) -> dict[str, Any]:
+    """Median % of peak of a profile's Conv2D kernels by filter size (``"1x1"``, ``"3x3"``, ...)
+    and how many kernels each median is of; depthwise convolutions apart, under ``"depthwise"``.
+
+    Args:
+        profile: :meth:`polytf.runtime.profile.ModelProfile.to_dict`.
+    """
+    groups: dict[str, list[float]] = {}
+    for kernel in profile.get("kernels", []):
+        ops = {op for _, op in kernel["ops"]}
+        if kernel.get("percent_of_peak") is None or not kernel.get("filter_size"):
+            continue
+        if "Conv2D" in ops:
+            key = "x".join(map(str, kernel["filter_size"]))
+        elif "DepthwiseConv2dNative" in ops:
+            key = "depthwise"
+        else:
+            continue
+        groups.setdefault(key, []).append(kernel["percent_of_peak"])
+    return {key: {"median_percent_of_peak": statistics.median(values), "kernels": len(values)} for key, values in groups.items()}
+
+
 @dataclass(frozen=True)
 class _Prepared:
-    """An entry ready to run: its GraphDef, random inputs (arrays and .npy files), numpy's
-    outputs on them, and its MatMul/Conv2D FLOPs (None when it has neither)."""
+    """An entry ready to run: its GraphDef, random inputs (arrays and .npy files) and numpy's
+    outputs on them."""
 
     path: Path
     arrays: dict[str, Any]
     files: dict[str, str]
     expected: dict[str, Any]
-    flops: int | None
 
 
 class _Run:
@@ -203,28 +247,47 @@ class _Run:
                 np.save(files[name], value)
             with single_threaded_blas():  # no spinning BLAS workers beside polytf's threads
                 expected = graph(**inputs)
-            self.models[workload.spec] = _Prepared(path, inputs, files, expected, contraction_flops(path))
+            self.models[workload.spec] = _Prepared(path, inputs, files, expected)
         return self.models[workload.spec]
 
-    def measure(self, workload: Workload, threads: int, display: _Display, result: dict) -> dict[str, Any]:
-        """One row: tune, load, verify, then alternate timing rounds."""
-        import polytf
-        from polytf.config import TuningConfig
+    def tune(self, path: Path, trials: int, threads: int, display: _Display, label: str) -> Any:
+        """Tune the model into the run's cache (with ``--time-budget`` when given)."""
+        from polytf.autotune.model_tuner import tune_model
 
-        options = self.options
-        label = f"{workload.label} ({threads} thread{'s' if threads > 1 else ''})"
-        prepared = self.prepare(workload, display)
-        path, arrays, flops = prepared.path, prepared.arrays, prepared.flops
-        trials = options.trials or TuningConfig().trials
-        started = time.perf_counter()
-        report = polytf.tune(
+        budget = {"time_budget_s": self.options.time_budget_s} if self.options.time_budget_s is not None else {}
+        return tune_model(
             path,
             trials=trials,
             cache_dir=self.cache_dir,
             threads=threads,
-            seed=options.seed,
+            seed=self.options.seed,
             progress=_tuning_progress(display, label),
+            measure_model=False,  # the bench times the whole model itself, in alternating rounds
+            **budget,
         )
+
+    def measure(self, workload: Workload, threads: int, display: _Display, result: dict) -> dict[str, Any]:
+        """One row: build untuned, tune, load, verify, alternate timing rounds, profile."""
+        import numpy as np
+
+        import polytf
+        from polytf.bench.baselines import max_abs_error
+        from polytf.config import TuningConfig
+        from polytf.poly.flops import contraction_flops
+        from polytf.runtime.profile import profile_model
+
+        options = self.options
+        label = f"{workload.label} ({threads} thread{'s' if threads > 1 else ''})"
+        row_number = len(result["rows"])
+        prepared = self.prepare(workload, display)
+        path, arrays = prepared.path, prepared.arrays
+        display.step(f"{label}: building the untuned model (default recipes) and verifying it against numpy")
+        untuned = polytf.load(path, cache_dir=tempfile.mkdtemp(prefix="untuned-", dir=self.workdir), threads=threads)
+        untuned_error = _check_outputs(untuned(**arrays), prepared.expected, f"{label}, untuned")
+        flops = sum(contraction_flops(kernel.scop) for kernel in untuned.kernels) or None
+        trials = options.trials or TuningConfig().trials
+        started = time.perf_counter()
+        report = self.tune(path, trials, threads, display, label)
         tune_wall_s = time.perf_counter() - started
         if report.interrupted:
             raise KeyboardInterrupt
@@ -233,21 +296,35 @@ class _Run:
         max_error = _check_outputs(model(**arrays), prepared.expected, label)
 
         worker = self.worker(threads, result)
+        tensorflow_file = self.workdir / "models" / f"row{row_number}_tensorflow.npz"
         request = {
             "op": "load",
             "model": str(path),
             "inputs": prepared.files,
             "outputs": list(model.output_names),
             "warmup": options.warmup,
+            "outputs_file": str(tensorflow_file),
         }
         loaded = worker.request(request)
+        errors_vs_tensorflow = None
+        if tensorflow_file.is_file():
+            with np.load(tensorflow_file) as stored:
+                tensorflow_outputs = {name: stored[name] for name in stored.files}
+            errors_vs_tensorflow = {
+                "tuned": max_abs_error(model(**arrays), tensorflow_outputs),
+                "untuned": max_abs_error(untuned(**arrays), tensorflow_outputs),
+            }
         display.step(f"{label}: timing", options.rounds)
-        rounds = self.time_rounds(model, arrays, worker, loaded["systems"], display)
+        rounds = self.time_rounds(model, untuned, arrays, worker, loaded["systems"], display)
         systems: dict[str, dict[str, Any]] = {
             s: {"median_s": statistics.median(r), "round_medians_s": r} for s, r in rounds.items()
         }
         for system, error in loaded["errors"].items():
             systems[system] = {"error": error}
+        peak = result["machine"].get("fp32_peak", {}).get(str(threads), {}).get("gflops")
+        display.step(f"{label}: profiling each kernel")
+        profile = profile_model(model, arrays, repeats=options.repeats, peak_gflops=peak, warmup=options.warmup).to_dict()
+        gflops = {s: flops / data["median_s"] / 1e9 for s, data in systems.items() if flops and "median_s" in data}
         return {
             "entry": workload.label,
             "spec": workload.public_spec,
@@ -260,6 +337,7 @@ class _Run:
                 "wall_s": tune_wall_s,
                 "elapsed_s": report.elapsed_s,
                 "trials_per_kernel": trials,
+                "time_budget_s": options.time_budget_s,
                 "new_trials": report.new_trials,
                 "failed_trials": sum(k.failed_trials for k in report.kernels),
                 "statuses": sorted({k.status for k in report.kernels}),
@@ -268,24 +346,34 @@ class _Run:
                 "recipes": {k.kernel: k.recipe for k in report.kernels},
             },
             "max_abs_error": max_error,
+            "untuned_max_abs_error": untuned_error,
+            "max_abs_error_vs_tensorflow": errors_vs_tensorflow,
             "baseline_max_abs_error_vs_numpy": loaded["max_abs_error_vs_numpy"],
             "systems": systems,
-            "gflops": {s: flops / data["median_s"] / 1e9 for s, data in systems.items() if flops and "median_s" in data},
+            "gflops": gflops,
+            "peak_gflops": peak,
+            "percent_of_peak": {s: 100.0 * value / peak for s, value in gflops.items() if peak and s.startswith("polytf")},
             "speedup": _speedups(systems),
+            "ratio_to_tensorflow": _ratio_to(systems, "tensorflow"),
+            "profile": profile,
+            "convolutions": convolution_summary(profile),
         }
 
     def time_rounds(
-        self, model: Any, arrays: dict, worker: Any, baselines: list[str], display: _Display
+        self, model: Any, untuned: Any, arrays: dict, worker: Any, baselines: list[str], display: _Display
     ) -> dict[str, list[float]]:
-        """Per system, the median of each round, seconds: a polytf round (``model(**arrays)``), a
-        kernels-only round (inputs bound once), then one round of each baseline in the child."""
+        """Per system, the median of each round, seconds: a polytf round (``model(**arrays)``), an
+        untuned round (the same call of the model built with default recipes), a kernels-only
+        round (inputs bound once), then one round of each baseline in the child."""
         from polytf.bench.baselines import SETTLE_S, round_median_s
 
         repeats, warmup = self.options.repeats, self.options.warmup
-        rounds: dict[str, list[float]] = {"polytf": [], "polytf_kernels": [], **{s: [] for s in baselines}}
+        rounds: dict[str, list[float]] = {"polytf": [], "polytf_untuned": [], "polytf_kernels": [], **{s: [] for s in baselines}}
         for _ in range(self.options.rounds):
             time.sleep(SETTLE_S)
             rounds["polytf"].append(round_median_s(lambda: model(**arrays), repeats, warmup))
+            time.sleep(SETTLE_S)
+            rounds["polytf_untuned"].append(round_median_s(lambda: untuned(**arrays), repeats, warmup))
             time.sleep(SETTLE_S)
             rounds["polytf_kernels"].append(statistics.median(model.latency_s(arrays, repeats, warmup)))
             answer = worker.request({"op": "round", "repeats": repeats, "warmup": warmup})
@@ -306,7 +394,7 @@ def _summary_table(rows: list[dict[str, Any]]) -> Table:
     for title, _ in chosen:
         table.add_column(title, justify="left" if title == "entry" else "right")
     for row in rows:
-        table.add_row(*(cell(row) for _, cell in chosen))
+        table.add_row(*(cell(row).replace("**", "") for _, cell in chosen))  # Markdown bold: plain here
     return table
 
 
@@ -320,6 +408,8 @@ def _command(options: BenchOptions, plan: list) -> str:
         words += ["--threads", ",".join(map(str, options.threads))]
     if options.trials:
         words += ["--trials", str(options.trials)]
+    if options.time_budget_s is not None:
+        words += ["--time-budget", f"{options.time_budget_s:g}s"]
     words += ["--rounds", str(options.rounds), "--repeats", str(options.repeats), "--warmup", str(options.warmup)]
     if not options.tensorflow:
         words.append("--no-tensorflow")
@@ -330,12 +420,14 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
     """Run the benchmark and write ``OUT.md``, ``OUT.json`` and ``OUT.png``.
 
     Returns:
-        0, or 130 when interrupted (finished rows are written).
+        0; 1 when some rows failed (a model polytf cannot build or tune: each is a row with its
+        error, and the other rows ran); 130 when interrupted (finished rows are written).
 
     Raises:
-        DependencyMissingError: matplotlib or threadpoolctl is not installed (``polytf[bench]``).
-        PolytfError: an unknown entry or suite (before anything runs), a model polytf cannot
-            compile, or a polytf result that differs from numpy (after writing finished rows).
+        DependencyMissingError: matplotlib or threadpoolctl is not installed (``polytf[bench]``),
+            or a zoo entry needs TensorFlow.
+        PolytfError: an unknown entry or suite, bad settings (before anything runs), or a
+            polytf result that differs from numpy (_WrongResultError, after writing finished rows).
     """
     from polytf.bench.machine import describe_machine
     from polytf.bench.report import write_report
@@ -349,6 +441,8 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
         raise DependencyMissingError(f"polytf bench needs {' and '.join(missing)}: pip install 'polytf[bench]'")
     if options.rounds < 1 or options.repeats < 1 or options.warmup < 0 or (options.trials is not None and options.trials < 1):
         raise PolytfError("--rounds, --repeats and --trials must be at least 1 (--warmup at least 0)")
+    if options.time_budget_s is not None and not options.time_budget_s > 0:
+        raise PolytfError(f"--time-budget must be more than 0 seconds, not {options.time_budget_s:g}")
     steps = [(workload, threads) for workload, counts in plan for threads in counts]
     result: dict[str, Any] = {
         "machine": describe_machine(),
@@ -361,6 +455,7 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
             "warmup": options.warmup,
             "cache": "records reused from --cache-dir" if options.cache_dir else "fresh cache: every kernel tuned in this run",
             "seed": options.seed,
+            "time_budget_s": options.time_budget_s,
             "command": _command(options, plan),
         },
         "rows": [],
@@ -382,11 +477,12 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
         run = _Run(options, console, Path(folder))
         try:
             with _Display(console, len(steps)) as display:
+                _measure_peaks(result, sorted({t for _, t in steps}), display)
                 for index, (workload, threads) in enumerate(steps):
                     display.progress.update(
                         display.rows, description=f"[{index + 1}/{len(steps)}] {workload.label}, {threads} thread(s)"
                     )
-                    result["rows"].append(run.measure(workload, threads, display, result))
+                    result["rows"].append(_row_or_failure(run, workload, threads, display, result))
                     paths = write_report(result, options.out)
                     display.progress.advance(display.rows)
         except KeyboardInterrupt:
@@ -404,12 +500,50 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
     if code == 130:
         console.print(f"[yellow]interrupted: {len(result['rows'])} finished row(s) written[/]")
     stdout.print(f"wrote {', '.join(os.fspath(p) for p in paths)}")
+    failed = [row for row in result["rows"] if row.get("error")]
+    if failed and code == 0:
+        from rich.markup import escape
+
+        console.print(
+            f"[bold red]error:[/] {len(failed)} of {len(result['rows'])} row(s) failed: "
+            + "; ".join(escape(f"{row['entry']} ({row['threads']} threads): {first_line(row['error'])}") for row in failed),
+            highlight=False,
+        )
+        code = 1
     return code
+
+
+def _measure_peaks(result: dict[str, Any], thread_counts: list[int], display: _Display) -> None:
+    """The float32 peak for each thread count of the run, once, into ``result["machine"]["fp32_peak"]``
+    (thread count as text -> :class:`polytf.bench.peak.PeakMeasurement` fields); a note instead
+    when it cannot be measured."""
+    from polytf.bench.peak import measure_fp32_peak
+
+    peaks = result["machine"].setdefault("fp32_peak", {})
+    for threads in thread_counts:
+        display.step(f"measuring the float32 FMA peak on {threads} thread(s)")
+        try:
+            peaks[str(threads)] = measure_fp32_peak(threads).to_dict()
+        except PolytfError as error:
+            result["notes"].append(f"float32 peak not measured ({threads} threads): {error}")
+
+
+def _row_or_failure(run: _Run, workload: Workload, threads: int, display: _Display, result: dict) -> dict[str, Any]:
+    """The measured row, or a failed row naming the error when polytf cannot build, tune or time
+    the model (a result that differs from numpy, a missing dependency and Ctrl-C still stop the run)."""
+    try:
+        return run.measure(workload, threads, display, result)
+    except (_WrongResultError, DependencyMissingError):
+        raise
+    except Exception as error:  # noqa: BLE001 - one model polytf cannot compile must not end the run
+        message = str(error) if isinstance(error, PolytfError) else f"{type(error).__name__}: {error}"
+        return {"entry": workload.label, "spec": workload.public_spec, "threads": threads, "error": message.strip() or type(error).__name__}
 
 
 def options_from_arguments(args: Any) -> BenchOptions:
     """:class:`BenchOptions` from the ``polytf bench`` command line (see :mod:`polytf.cli`)."""
     from polytf.bench.suite import parse_threads
+    from polytf.durations import parse_duration
 
     return BenchOptions(
         entries=tuple(args.entries or ()),
@@ -423,4 +557,5 @@ def options_from_arguments(args: Any) -> BenchOptions:
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         tensorflow=not args.no_tensorflow,
         seed=args.seed,
+        time_budget_s=parse_duration(args.time_budget) if getattr(args, "time_budget", None) else None,
     )

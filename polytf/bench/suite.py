@@ -15,7 +15,6 @@ spec                       model
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,6 +72,13 @@ SUITES: dict[str, tuple[BenchEntry, ...]] = {
     "smoke": (
         BenchEntry("matmul:64x96x80"),
         BenchEntry("odd_matmul"),
+    ),
+    # models: Keras applications at batch 1 and 8 (a model polytf cannot compile yet is a
+    # failed row of the report, and the run goes on)
+    "models": tuple(
+        BenchEntry(f"{name}:{batch}")
+        for name in ("resnet50", "inception_v3", "densenet121", "mobilenet_v2", "efficientnet_b0")
+        for batch in (1, 8)
     ),
 }
 DEFAULT_SUITE = "issue3"
@@ -208,49 +214,21 @@ def resolve_entries(
 
 
 def contraction_flops(path: str | os.PathLike) -> int | None:
-    """Floating-point operations of one inference: ``2·M·N·K`` per MatMul (and per batch of a
-    BatchMatMulV2), ``2·N·Ho·Wo·Cout·KH·KW·Cin`` per Conv2D, ``2·N·Ho·Wo·Cout·KH·KW`` per
-    DepthwiseConv2dNative, and for an Einsum 2 × the output size × the sizes of the contracted
-    indices (multiply and add counted apart; element-wise epilogues, pooling and softmax not
-    counted). ``None`` when the graph has none of these ops.
+    """Floating-point operations of one inference of the GraphDef at ``path``: the model is
+    lowered to kernels as :func:`polytf.load` lowers it, and every contraction statement of
+    every kernel (MatMul, BatchMatMulV2, Einsum, Conv2D, DepthwiseConv2dNative: ``C += A * B``)
+    counts 2 FLOPs per point of its iteration domain (:func:`polytf.poly.flops.contraction_flops`;
+    padding taps of a convolution are not work and not counted). Element-wise epilogues,
+    pooling and softmax are not counted. ``None`` when the model has no contraction.
 
     Raises:
-        GraphError, ShapeError: the graph cannot be read or has non-static shapes.
+        GraphError, ShapeError, UnsupportedOpError: the graph cannot be read or lowered.
     """
-    from polytf.frontend import load_graph
-    from polytf.ops.shape_inference import infer_types
+    from polytf.poly.flops import contraction_flops as scop_flops
+    from polytf.poly.flops import is_contraction
+    from polytf.runtime.model_builder import prepare_model
 
-    graph = infer_types(load_graph(path))
-    total, found = 0, False
-    for node in graph.nodes.values():
-        if node.op == "MatMul":
-            a = graph.types[node.inputs[0]].shape
-            m, n = graph.types[node.output(0)].shape
-            k = a[0] if node.attr("transpose_a", False) else a[1]
-            total += 2 * int(m) * int(n) * int(k)
-            found = True
-        elif node.op == "Conv2D":
-            batch, height, width, filters = graph.types[node.output(0)].shape
-            kernel_h, kernel_w, channels, _ = graph.types[node.inputs[1]].shape
-            total += 2 * int(batch) * int(height) * int(width) * int(filters) * int(kernel_h) * int(kernel_w) * int(channels)
-            found = True
-        elif node.op == "DepthwiseConv2dNative":
-            kernel_h, kernel_w = graph.types[node.inputs[1]].shape[:2]
-            total += 2 * math.prod(int(d) for d in graph.types[node.output(0)].shape) * int(kernel_h) * int(kernel_w)
-            found = True
-        elif node.op == "BatchMatMulV2":
-            a = graph.types[node.inputs[0]].shape
-            k = a[-2] if node.attr("adj_x", False) else a[-1]
-            total += 2 * math.prod(int(d) for d in graph.types[node.output(0)].shape) * int(k)
-            found = True
-        elif node.op == "Einsum":
-            equation = node.attr("equation", b"")
-            equation = equation.decode() if isinstance(equation, bytes) else str(equation)
-            operands, _, output = equation.replace(" ", "").partition("->")
-            sizes = {}
-            for labels, tensor in zip(operands.split(","), node.inputs):
-                sizes.update(zip(labels, graph.types[tensor].shape))
-            contracted = math.prod(int(sizes[label]) for label in sizes if label not in output)
-            total += 2 * math.prod(int(d) for d in graph.types[node.output(0)].shape) * contracted
-            found = True
-    return total if found else None
+    scops = [kernel.scop for kernel in prepare_model(path).kernels]
+    if not any(is_contraction(statement) for scop in scops for statement in scop.statements):
+        return None
+    return sum(scop_flops(scop) for scop in scops)

@@ -1,5 +1,7 @@
 """``polytf bench``: report files (Markdown, JSON, PNG) for a tiny entry, with and without
-TensorFlow; entry parsing, suites and the zoo's single-op models; help and errors."""
+TensorFlow (untuned and tuned polytf, measured peak, per-kernel profile); a failed row that
+does not stop the run; ``--time-budget``; entry parsing, suites and the zoo's single-op models;
+help and errors."""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def check_report(out, entries, systems, threads=(1,)):
     result = json.loads(js.read_text())
     assert [(row["entry"], row["threads"]) for row in result["rows"]] == [(e, t) for e in entries for t in threads]
     for row in result["rows"]:
-        for system in ("polytf", "polytf_kernels", *systems):
+        for system in ("polytf", "polytf_untuned", "polytf_kernels", *systems):
             data = row["systems"][system]
             assert data["median_s"] > 0 and len(data["round_medians_s"]) == 1 and all(t > 0 for t in data["round_medians_s"])
         for system in systems:
@@ -57,7 +59,15 @@ def check_report(out, entries, systems, threads=(1,)):
         assert row["flops"] > 0 and row["gflops"]["polytf"] > 0
         assert row["tuning"]["wall_s"] > 0 and row["tuning"]["new_trials"] >= 1
         assert row["tuning"]["recipes"] and all(isinstance(r, str) and r for r in row["tuning"]["recipes"].values())
-        assert 0 <= row["max_abs_error"] < 1e-3
+        assert 0 <= row["max_abs_error"] < 1e-3 and 0 <= row["untuned_max_abs_error"] < 1e-3
+        peak = result["machine"]["fp32_peak"][str(row["threads"])]
+        assert peak["threads"] == row["threads"] and peak["gflops"] >= row["threads"] and row["peak_gflops"] == peak["gflops"]
+        for system in ("polytf", "polytf_untuned"):
+            assert row["percent_of_peak"][system] == pytest.approx(100 * row["gflops"][system] / peak["gflops"])
+        profile = row["profile"]
+        assert len(profile["kernels"]) == row["kernels"] and profile["call_s"] > 0
+        assert profile["call_to_kernels_ratio"] == pytest.approx(profile["call_s"] / profile["kernels_s"])
+        assert profile["flops"] == row["flops"] and profile["peak_gflops"] == peak["gflops"]
     machine = result["machine"]
     assert machine["cpu"] and machine["llvm_cpu"]["name"] and machine["cores"] >= 1
     assert {"avx2", "fma"} <= set(machine["llvm_cpu"]["notable"]) or machine["llvm_cpu"]["notable"] == {}
@@ -69,7 +79,10 @@ def check_report(out, entries, systems, threads=(1,)):
     if blas:  # threadpoolctl found numpy's BLAS
         assert blas[0]["version"] in text and ("OpenBLAS" in text or blas[0]["internal_api"] in text)
     assert f"numpy {np.__version__}" in text
-    assert "| entry | threads | polytf ms |" in text and "GFLOP/s" in text
+    assert "| entry | threads | polytf ms | untuned ms |" in text and "GFLOP/s" in text and "% peak" in text
+    assert "**float32 peak (measured):**" in text and f"LLVM CPU `{machine['fp32_peak'][str(threads[0])]['cpu_name']}`" in text
+    for row in result["rows"]:
+        assert f"## {row['entry']}, {row['threads']} thread" in text and "call / sum of kernels" in text
     return result, text
 
 
@@ -131,7 +144,12 @@ def test_bench_zoo_matmul_with_tensorflow_and_xla(tmp_path):
     assert row["flops"] == 2 * 32 * 48 * 40
     assert all(error < 1e-3 for error in row["baseline_max_abs_error_vs_numpy"].values())
     assert result["machine"]["tensorflow"] and f"TensorFlow: {result['machine']['tensorflow']}" in text
-    assert "| TF ms | XLA ms |" in text and "TF / polytf" in text
+    assert "| TF ms | XLA ms |" in text and "| untuned / TF | tuned / TF |" in text
+    assert all(error < 1e-3 for error in row["max_abs_error_vs_tensorflow"].values())
+    assert set(row["max_abs_error_vs_tensorflow"]) == {"tuned", "untuned"} and "vs TensorFlow: tuned" in text
+    tensorflow_s = row["systems"]["tensorflow"]["median_s"]
+    assert row["ratio_to_tensorflow"]["tuned"] == pytest.approx(row["systems"]["polytf"]["median_s"] / tensorflow_s)
+    assert row["ratio_to_tensorflow"]["untuned"] == pytest.approx(row["systems"]["polytf_untuned"]["median_s"] / tensorflow_s)
     assert "1" in result["machine"]["baseline_blas"]
 
 
@@ -139,7 +157,7 @@ def test_entry_specs_and_suites(tmp_path):
     assert parse_entry("matmul:1024x1024x1024").sizes == (1024, 1024, 1024)
     assert parse_entry("cifar_cnn:32").batch == 32 and parse_entry("cifar_cnn:32").label == "cifar_cnn b32"
     assert parse_entry("conv3x3_bias_relu_56").batch is None
-    for bad in ("resnet50", "matmul:12x3", "mlp:0", "mlp:2x3", "missing/model.pb"):
+    for bad in ("resnet9000", "matmul:12x3", "mlp:0", "mlp:2x3", "missing/model.pb"):
         with pytest.raises(PolytfError):
             parse_entry(bad)
     assert parse_threads("1, 2,2") == (1, 2)
@@ -178,7 +196,39 @@ def test_zoo_single_op_models(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "input: input:1,56,56,64" in result.stdout
-    assert contraction_flops(tmp_path / "conv.pb") == 2 * 56 * 56 * 64 * 3 * 3 * 64
+    taps = 3 * 56 - 2  # SAME 3x3: per axis, the taps that read inside the input
+    assert contraction_flops(tmp_path / "conv.pb") == 2 * taps * taps * 64 * 64
+
+
+def test_a_model_polytf_cannot_build_is_a_failed_row_and_the_run_goes_on(tmp_path, monkeypatch):
+    from polytf.autotune import model_tuner
+
+    budgets = []
+    original = model_tuner.tune_model
+
+    def tune_model(path, **options):  # records the budget; tune_model may not take it yet
+        budgets.append(options.pop("time_budget_s", None))
+        return original(path, **options)
+
+    monkeypatch.setattr(model_tuner, "tune_model", tune_model)
+    unsupported = tmp_path / "cumsum.pbtxt"
+    unsupported.write_text(MATMUL_RELU_PBTXT.replace('op: "Relu"', 'op: "Cumsum"'))
+    model = tmp_path / "matmul_relu.pbtxt"
+    model.write_text(MATMUL_RELU_PBTXT)
+    out = tmp_path / "bench"
+    options = ["--no-tensorflow", "--threads", "1", "--trials", "1", "--rounds", "1", "--repeats", "2", "--warmup", "0"]
+    code = bench(unsupported, model, *options, "--time-budget", "10m", "--out", out)
+    assert code == 1  # rows failed: the report has them, the status says so
+    result = json.loads(out.with_name("bench.json").read_text())
+    failed, measured = result["rows"]
+    assert failed["entry"] == "cumsum" and "Cumsum" in failed["error"] and "systems" not in failed
+    assert measured["entry"] == "matmul_relu" and measured["systems"]["polytf"]["median_s"] > 0
+    assert budgets == [600.0] and measured["tuning"]["time_budget_s"] == 600.0
+    assert result["settings"]["time_budget_s"] == 600.0 and "--time-budget 600s" in result["settings"]["command"]
+    assert result["failure"] is None
+    text = out.with_name("bench.md").read_text()
+    assert "| cumsum | 1 | **failed** |" in text and "cumsum, 1 thread(s): **failed**: " in text
+    assert "time budget of 600 s per model" in text
 
 
 def test_bench_help():
@@ -193,6 +243,7 @@ def test_bench_help():
         "--out",
         "--cache-dir",
         "--no-tensorflow",
+        "--time-budget",
         "ENTRY",
     ):
         assert option in result.stdout

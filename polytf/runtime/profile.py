@@ -1,0 +1,223 @@
+"""Per-kernel profile of a CompiledModel: where the time of one call goes, and how close each
+kernel comes to the machine's float32 peak.
+
+Each kernel is timed alone on the values of one model call
+(:meth:`CompiledModel.kernel_latency_s`); its FLOPs are those of its contractions
+(:func:`polytf.poly.flops.contraction_flops`: 2 per multiply-add executed). The whole call is
+timed too (:meth:`CompiledModel.latency_s`, kernels only, inputs bound once); the ratio of the
+call to the sum of the kernels shows what running them back to back costs or saves (caches
+warm or cold between kernels, thread wake-ups).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from polytf.poly.flops import contraction_flops, is_contraction
+
+__all__ = ["KernelProfile", "ModelProfile", "profile_model", "CONVOLUTION_OPS"]
+
+#: Ops whose kernels count as convolution layers (filter size from the statement's ``r0``, ``r1``).
+CONVOLUTION_OPS = ("Conv2D", "DepthwiseConv2dNative")
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """One kernel of a profile.
+
+    Attributes:
+        name: kernel name (``scop.name``).
+        ops: ``(node name, op type)`` of the TensorFlow nodes fused into it.
+        output_shapes: shapes of the arrays it writes for later kernels or the caller.
+        median_s: median seconds of one call of the kernel alone.
+        flops: float32 operations of its contractions (0 when it has none).
+        recipe: its schedule recipe, short form (``ScheduleRecipe.describe``).
+        peak_gflops: the machine's peak the percentage is taken of (None: not measured).
+        filter_size: ``(KH, KW)`` of its first Conv2D / depthwise contraction, else None.
+    """
+
+    name: str
+    ops: tuple[tuple[str, str], ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    median_s: float
+    flops: int
+    recipe: str
+    peak_gflops: float | None = None
+    filter_size: tuple[int, int] | None = None
+
+    @property
+    def gflops(self) -> float | None:
+        """10^9 FLOPs per second, None without contractions."""
+        return self.flops / self.median_s / 1e9 if self.flops and self.median_s > 0 else None
+
+    @property
+    def percent_of_peak(self) -> float | None:
+        """:attr:`gflops` as a percentage of :attr:`peak_gflops` (None when either is missing)."""
+        gflops = self.gflops
+        return 100.0 * gflops / self.peak_gflops if gflops is not None and self.peak_gflops else None
+
+    @property
+    def convolution_op(self) -> str | None:
+        """``"Conv2D"`` or ``"DepthwiseConv2dNative"`` when the kernel computes one, else None."""
+        return next((op for _, op in self.ops if op in CONVOLUTION_OPS), None)
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """The profile of one model: its kernels in execution order and the whole call.
+
+    Attributes:
+        kernels: one row per kernel, execution order.
+        call_s: median seconds of one whole call (kernels only, inputs bound once).
+        threads: threads per kernel.
+        peak_gflops: the machine's peak for ``threads`` threads (None: not measured).
+    """
+
+    kernels: tuple[KernelProfile, ...]
+    call_s: float
+    threads: int
+    peak_gflops: float | None = None
+
+    @property
+    def kernels_s(self) -> float:
+        """Sum of the kernels' medians, seconds."""
+        return sum(kernel.median_s for kernel in self.kernels)
+
+    @property
+    def call_to_kernels_ratio(self) -> float | None:
+        """Whole call / sum of kernels (above 1: running them in sequence costs more than alone)."""
+        return self.call_s / self.kernels_s if self.kernels_s > 0 else None
+
+    @property
+    def flops(self) -> int:
+        return sum(kernel.flops for kernel in self.kernels)
+
+    @property
+    def gflops(self) -> float | None:
+        """Model FLOPs per whole-call second, 10^9/s (None without contractions)."""
+        return self.flops / self.call_s / 1e9 if self.flops and self.call_s > 0 else None
+
+    @property
+    def percent_of_peak(self) -> float | None:
+        gflops = self.gflops
+        return 100.0 * gflops / self.peak_gflops if gflops is not None and self.peak_gflops else None
+
+    def totals(self) -> str:
+        """One line: call ms, sum of kernels ms, their ratio, model GFLOP/s and % of peak."""
+        parts = [
+            f"call {self.call_s * 1e3:.3f} ms",
+            f"sum of kernels {self.kernels_s * 1e3:.3f} ms",
+            f"call / kernels {_number(self.call_to_kernels_ratio, '.2f')}",
+            f"{_number(self.gflops, '.1f')} GFLOP/s",
+        ]
+        if self.peak_gflops:
+            parts.append(
+                f"{_number(self.percent_of_peak, '.1f')}% of {self.peak_gflops:.0f} GFLOP/s peak "
+                f"({self.threads} thread{'s' if self.threads != 1 else ''})"
+            )
+        return "total: " + ", ".join(parts)
+
+    def rows(self) -> list[list[str]]:
+        """Table cells, one list per kernel, in :meth:`headers` order."""
+        return [
+            [
+                kernel.name,
+                " + ".join(op for _, op in kernel.ops),
+                " ".join("x".join(map(str, shape)) for shape in kernel.output_shapes),
+                f"{kernel.median_s * 1e3:.3f}",
+                f"{kernel.flops / 1e6:.1f}" if kernel.flops else "-",
+                _number(kernel.gflops, ".1f"),
+                _number(kernel.percent_of_peak, ".1f"),
+                kernel.recipe,
+            ]
+            for kernel in self.kernels
+        ]
+
+    @staticmethod
+    def headers() -> list[str]:
+        return ["kernel", "ops", "output", "median ms", "MFLOP", "GFLOP/s", "% peak", "recipe"]
+
+    def table(self) -> Any:
+        """A :class:`rich.table.Table` of the kernels in execution order."""
+        from rich.table import Table
+
+        table = Table(title=f"per-kernel profile ({self.threads} thread{'s' if self.threads != 1 else ''})")
+        for header in self.headers():
+            table.add_column(header, justify="left" if header in ("kernel", "ops", "output", "recipe") else "right")
+        for row in self.rows():
+            table.add_row(*row)
+        return table
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the fields, every kernel with its derived figures, and the totals."""
+        return {
+            "call_s": self.call_s,
+            "kernels_s": self.kernels_s,
+            "call_to_kernels_ratio": self.call_to_kernels_ratio,
+            "threads": self.threads,
+            "peak_gflops": self.peak_gflops,
+            "flops": self.flops,
+            "gflops": self.gflops,
+            "percent_of_peak": self.percent_of_peak,
+            "kernels": [
+                {**asdict(kernel), "gflops": kernel.gflops, "percent_of_peak": kernel.percent_of_peak} for kernel in self.kernels
+            ],
+        }
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _filter_size(scop: Any) -> tuple[int, int] | None:
+    for statement in scop.statements:
+        if statement.op in CONVOLUTION_OPS and is_contraction(statement):
+            extents = dict(zip(statement.iterators, statement.extents))
+            if "r0" in extents and "r1" in extents:
+                return int(extents["r0"]), int(extents["r1"])
+    return None
+
+
+def profile_model(
+    model: Any, inputs: Mapping[str, np.ndarray], repeats: int = 10, peak_gflops: float | None = None, warmup: int = 2
+) -> ModelProfile:
+    """Time every kernel of ``model`` alone and the whole call, and count their FLOPs.
+
+    Args:
+        model: a :class:`polytf.runtime.compiled_model.CompiledModel`.
+        inputs: one array per placeholder (as for ``model(**inputs)``).
+        repeats: timed calls per kernel and of the whole call (>= 1); medians are reported.
+        peak_gflops: the machine's float32 peak for ``model.threads`` threads, GFLOP/s
+            (:func:`polytf.bench.peak.measure_fp32_peak`); None leaves the percentages out.
+        warmup: untimed whole calls first.
+
+    Returns:
+        A :class:`ModelProfile`, kernels in execution order.
+
+    Raises:
+        GraphError, ShapeError: the inputs do not fit the model (as for ``model(**inputs)``).
+        PolyhedralError: a contraction's domain cannot be counted (a polytf bug).
+    """
+    repeats = max(1, int(repeats))
+    rows = []
+    for kernel, seconds in model.kernel_latency_s(inputs, repeats, warmup):
+        scop = kernel.scop
+        rows.append(
+            KernelProfile(
+                name=scop.name,
+                ops=tuple(scop.ops),
+                output_shapes=tuple(tuple(int(d) for d in info.shape) for info in scop.arrays if info.role == "output"),
+                median_s=statistics.median(seconds),
+                flops=contraction_flops(scop),
+                recipe=kernel.recipe.describe(),
+                peak_gflops=peak_gflops,
+                filter_size=_filter_size(scop),
+            )
+        )
+    call_s = statistics.median(model.latency_s(inputs, repeats, warmup))
+    return ModelProfile(tuple(rows), call_s, int(model.threads), peak_gflops)
