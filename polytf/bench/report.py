@@ -174,8 +174,11 @@ def markdown(result: dict[str, Any], png_name: str | None = None) -> str:
     budget = settings.get("time_budget_s")
     lines += [
         "",
-        f"polytf tuned with {settings.get('trials_per_kernel')} trials per kernel"
-        + (f" within a time budget of {budget:g} s per model" if budget else "")
+        (
+            f"polytf tuned within a time budget of {budget:g} s per model (trials handed to kernels by the task scheduler)"
+            if budget
+            else f"polytf tuned with {settings.get('trials_per_kernel')} trials per kernel"
+        )
         + f" ({settings.get('cache')}); *untuned* is the same model built with default recipes (an empty cache). "
         f"Each time is the median of {settings.get('rounds')} round medians; a round is {settings.get('warmup')} untimed calls and "
         f"{settings.get('repeats')} timed calls of one system, rounds alternating between systems. Every call "
