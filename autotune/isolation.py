@@ -30,6 +30,7 @@ from polytf.autotune.measure import Measurement, reference_data
 from polytf.config import CodegenConfig, MeasurementConfig, TuningConfig
 from polytf.errors import TuningError
 from polytf.ops.lowering import LoweredKernel
+from polytf.runtime.model_builder import constant_arrays
 from polytf.schedules.recipe import ScheduleRecipe
 
 
@@ -138,7 +139,7 @@ class CandidateEvaluator:
         self._process, self._connection = process, Connection(ours.detach())
         self.workers_started += 1
         try:
-            constants = frozenset(getattr(self.kernel, "constant_values", {}))  # their packing runs ahead of time, as in a model
+            constants = constant_arrays(self.kernel)  # their packing runs ahead of time, as in a model
             self._connection.send(("kernel", self.kernel.scop, self.inputs, self.expected, self.threads, self.measurement, self.codegen, constants))
         except OSError:  # it died at once (BrokenPipeError, ConnectionResetError)
             reply = describe_exit(self._wait(), self._stderr_tail())

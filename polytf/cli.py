@@ -259,7 +259,14 @@ def command_show(args) -> int:
     from polytf.config import CodegenConfig, default_thread_count
     from polytf.graph.passes.pipeline import summary
     from polytf.runtime.cache import KernelCache
-    from polytf.runtime.model_builder import cache_key, default_recipe, prepare_graph, prepare_model, schedule_record
+    from polytf.runtime.model_builder import (
+        cache_key,
+        constant_arrays,
+        default_recipe,
+        prepare_graph,
+        prepare_model,
+        schedule_record,
+    )
     from polytf.schedules.builder import build_ast, schedule_scop
     from polytf.schedules.recipe import ScheduleRecipe
     from polytf.targets.cpu import CpuTarget
@@ -294,8 +301,9 @@ def command_show(args) -> int:
         if record is not None:
             scheduled = schedule_record(kernel, record, target, cache.path_for(key))
         recipe = record.schedule_recipe if scheduled is not None else default_recipe(kernel, threads, target)
+    constants = constant_arrays(kernel)  # shown as the model runs it: weights packed ahead of time
     if scheduled is None:
-        scheduled = schedule_scop(kernel.scop, recipe, limits=target.limits)
+        scheduled = schedule_scop(kernel.scop, recipe, limits=target.limits, constant_arrays=constants)
     sections = [("scop", str(kernel.scop)), ("recipe", recipe.to_json())]
     if scheduled.scop is not kernel.scop:
         sections.append(("scop after data-layout transformations (packing, padding, im2col)", str(scheduled.scop)))
@@ -304,9 +312,9 @@ def command_show(args) -> int:
         ("loop AST", build_ast(scheduled.schedule).to_C_str()),
     ]
     if args.llvm:
-        sections.append(("LLVM IR", target.compile(kernel.scop, recipe).llvm_ir))
+        sections.append(("LLVM IR", target.compile(kernel.scop, recipe, constants).llvm_ir))
     if args.assembly:
-        sections.append(("assembly", target.assembly(kernel.scop, recipe)))
+        sections.append(("assembly", target.assembly(kernel.scop, recipe, constants)))
     for title, text in sections:
         stdout.rule(title)
         stdout.print(text, markup=False, highlight=False)

@@ -62,10 +62,7 @@ def main() -> None:
     inputs = {name: rng.standard_normal(t.shape).astype(t.dtype) for name, t in model.input_types.items()}
     alone = {kernel.scop.name: float(np.median(s)) for kernel, s in model.kernel_latency_s(inputs, repeats=args.repeats, warmup=1)}
     call = float(np.median(model.latency_s(inputs, repeats=2 * args.repeats)))
-    bound = model._converted_inputs(inputs)  # noqa: SLF001 - a measurement of the runtime itself
-    fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in model._direct_output_types}  # noqa: SLF001
-    with model._contexts.acquire() as context:  # noqa: SLF001
-        context.bind(bound, fresh)
+    with model._bound_context(inputs) as context:  # noqa: SLF001 - a measurement of the runtime itself
         context.run(args.threads)
         runs = []
         for _ in range(args.repeats):

@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 
 from polytf.poly.statement import Statement
+from polytf.schedules.validation import round_up
 
 __all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "even_rows"]
 
@@ -98,10 +99,6 @@ def _round_down(value: int, multiple: int) -> int:
     return max(multiple, value // multiple * multiple)
 
 
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
 def analytic_blocking(
     anchor: Statement,
     depth: int,
@@ -145,7 +142,7 @@ def analytic_blocking(
         reduction = REDUCTION_BLOCK
     panel_columns = caches.l2_bytes // 2 // max(1, reduction * 4)
     column_tile = _round_down(panel_columns, columns)
-    column_tile = min(column_tile, _round_up(last, columns))
+    column_tile = min(column_tile, round_up(last, columns))
     weights_bytes = sum(size for _, size in vectorised_reads)
     activation_bytes = sum(size for _, size in other_reads)
     weights_outer = bool(vectorised_reads) and weights_bytes >= activation_bytes
@@ -155,5 +152,5 @@ def analytic_blocking(
     if depth > 1 and reduction_tile:
         # a GEMM: the block of the row operand (mc x kc floats) takes about half of L2
         row_extent = anchor.extents[depth - 2]
-        row_tile = min(_round_down(caches.l2_bytes // 2 // (reduction * 4), max(rows, 1)), _round_up(row_extent, max(rows, 1)))
+        row_tile = min(_round_down(caches.l2_bytes // 2 // (reduction * 4), max(rows, 1)), round_up(row_extent, max(rows, 1)))
     return AnalyticBlocking(rows, columns, column_tile, row_tile, reduction_tile, weights_outer)

@@ -172,7 +172,7 @@ class SearchSpace:
 
     def _analytic_params(self, blocking: AnalyticBlocking) -> dict:
         """The parameters of the analytic default recipe (see :mod:`polytf.schedules.analytic_recipe`)."""
-        params = {name: values[0] for name, values in self.dimensions}
+        params = self._blocked_params()
         last = self.depth - 1
         params["register_tile"] = f"{blocking.register_rows}x{blocking.register_columns}"
         # a tile covering the whole extent is the untiled dimension (0), rounded up to the
@@ -187,9 +187,23 @@ class SearchSpace:
             order = [last, *order[:last]]
         text = _order_text(order)
         params["tile_order"] = text if text in self.choices("tile_order") else self.choices("tile_order")[0]
+        return params
+
+    def _plain_params(self) -> dict:
+        """Every dimension's first choice (untiled, program order, LLVM decides), parallel
+        when legal."""
+        params = {name: values[0] for name, values in self.dimensions}
         params["parallel"] = self.choices("parallel")[-1]
-        params["pack"] = "panels" if "panels" in self.choices("pack") else "none"
+        return params
+
+    def _blocked_params(self) -> dict:
+        """:meth:`_plain_params` with the data layout of a blocked contraction: the
+        vectorised operand packed into panels and a padded convolution zero-padded, where
+        offered (the base of the analytic and the heuristic recipes)."""
+        params = self._plain_params()
         params["pad"] = self.choices("pad")[-1]
+        if self.depth:
+            params["pack"] = "panels" if "panels" in self.choices("pack") else "none"
         return params
 
     def choices(self, name: str) -> tuple:
@@ -296,8 +310,7 @@ class SearchSpace:
         pooling window) go just outside the innermost output dimension, so that the
         contiguous loop is innermost and vectorises (program order when that order is
         not offered)."""
-        params = {name: values[0] for name, values in self.dimensions}
-        params["parallel"] = self.choices("parallel")[-1]
+        params = self._plain_params()
         natural = str(self.choices("point_order")[0]).split(",")  # the anchor's iterators, in order
         outputs = [it for it in natural if it.startswith("d")]
         if self.reduction_iterators and outputs:
@@ -313,12 +326,8 @@ class SearchSpace:
         result = []
         registers = [c for c in (self.choices("register_tile") if self.depth else ()) if c != "none"]
         preferred_registers = [c for c in ("6x16", "4x16", "6x32", "8x32", "4x24", "0x16", "3x16", "2x16", "0x8", "4x8", "0x32") if c in registers]
-        parallel = self.choices("parallel")[-1]
         if self.depth and preferred_registers:
-            base = {name: values[0] for name, values in self.dimensions}
-            base["parallel"] = parallel
-            base["pad"] = self.choices("pad")[-1]
-            base["pack"] = "panels" if "panels" in self.choices("pack") else "none"
+            base = self._blocked_params()
             orders = self.choices("point_order")
             # outer loops: innermost output dimension outermost, so that one packed panel of
             # the vectorised operand stays in L1/L2 across the register tiles of a cache tile
@@ -346,10 +355,9 @@ class SearchSpace:
         preferred = [o for o in orders if o.split(",")[-1].startswith("d")]
         for order in preferred[-2:] + preferred[:1]:
             for width in (8, 16):
-                params = {name: values[0] for name, values in self.dimensions}
+                params = self._plain_params()
                 params["point_order"] = order
                 params["vector_width"] = width
-                params["parallel"] = parallel
                 if self.depth:
                     last_choices = self.choices(f"tile_d{self.depth - 1}")
                     params[f"tile_d{self.depth - 1}"] = 64 if 64 in last_choices else max(last_choices)

@@ -77,7 +77,8 @@ def _invalid(scop: Scop, field: str, value, allowed: str) -> ScheduleError:
     return ScheduleError(f"kernel {scop.name}: recipe field {field} = {shown!r} is invalid; allowed: {allowed}")
 
 
-def _round_up(value: int, multiple: int) -> int:
+def round_up(value: int, multiple: int) -> int:
+    """The smallest multiple of ``multiple`` that is at least ``value``."""
     return -(-value // multiple) * multiple
 
 
@@ -97,7 +98,7 @@ def _check_register_tiles(scop: Scop, registers: tuple[int, ...], extents: list[
     tiled = [k for k, size in enumerate(registers) if size]
     for k, (size, extent) in enumerate(zip(registers, extents)):
         vectorised = bool(tiled) and k == tiled[-1]
-        largest = _round_up(extent, limits.vector_lanes) if vectorised else extent
+        largest = round_up(extent, limits.vector_lanes) if vectorised else extent
         if not 0 <= size <= largest:
             what = "the vectorised innermost register tile: the extent rounded up to the vector lanes" if vectorised else "the extent"
             raise _invalid(scop, "register_tile_sizes", registers, f"0 to {largest} for d{k} (extent {extent}; {what})")
@@ -114,7 +115,7 @@ def _check_register_tiles(scop: Scop, registers: tuple[int, ...], extents: list[
 def _check_tiles(scop: Scop, tiles: tuple[int, ...], registers: tuple[int, ...], extents: list[int]) -> None:
     for k, (size, register, extent) in enumerate(zip(tiles, registers, extents)):
         if register:
-            largest = _round_up(extent, register)
+            largest = round_up(extent, register)
             if not register <= size <= largest or size % register:
                 raise _invalid(scop, "tile_sizes", tiles, f"a multiple of d{k}'s register tile {register} from {register} to {largest} (extent {extent})")
         elif not 0 <= size <= extent:
@@ -210,4 +211,4 @@ def validate_recipe(scop: Scop, recipe: ScheduleRecipe, limits: TargetLimits | N
 
 assert {f.name for f in fields(ScheduleRecipe)} == set(FIELD_TYPES), "recipe.FIELD_TYPES must name every recipe field"
 
-__all__ = ["MAX_UNROLL", "VECTOR_WIDTHS", "TargetLimits", "validate_recipe"]
+__all__ = ["MAX_UNROLL", "VECTOR_WIDTHS", "TargetLimits", "round_up", "validate_recipe"]

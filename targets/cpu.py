@@ -146,9 +146,10 @@ class CpuTarget(Target):
             "openmp": openmp_available(),
         }
 
-    def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe) -> str:
-        """Unoptimised LLVM IR of the kernel (raises ScheduleError / CodegenError)."""
-        return self._emit(scop, recipe)[1]
+    def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> str:
+        """Unoptimised LLVM IR of the kernel (raises ScheduleError / CodegenError);
+        ``constant_arrays`` as for :meth:`compile`."""
+        return self._emit(scop, recipe, constant_arrays)[1]
 
     def _emit(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> tuple[ScheduledScop, str]:
         """The scheduled Scop (its arrays are the kernel's arguments) and its LLVM IR text."""
@@ -215,7 +216,8 @@ class CpuTarget(Target):
             constant_copies=scheduled_scop.constant_copies,
         )
 
-    def assembly(self, scop: Scop, recipe: ScheduleRecipe) -> str:
-        """Host assembly of the optimised kernel (for ``polytf show``)."""
-        module = self.optimise(self.emit_llvm_ir(scop, recipe), scop.name)
+    def assembly(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> str:
+        """Host assembly of the optimised kernel (for ``polytf show``); ``constant_arrays``
+        as for :meth:`compile`."""
+        module = self.optimise(self.emit_llvm_ir(scop, recipe, constant_arrays), scop.name)
         return self.target_machine.emit_assembly(module)

@@ -191,8 +191,8 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
             # A tile cut short only in its last (vector) dimension, the usual case of an
             # extent that is not a multiple of the vector width: masked vectors (or columns).
             # A tile cut short in one other dimension (the last rows of a convolution's
-            # output width, say 14 = 12 + 2): one unrolled variant per row count, as BLIS
-            # handles edge cases with smaller micro-kernels; accumulators stay in registers.
+            # output width, say 14 = 12 + 2): an unrolled micro-kernel with that many rows,
+            # as BLIS handles edge cases with smaller micro-kernels (see _emit_short_rows).
             with b.if_else(full_others) as (rows_whole, rows_short):
                 with rows_whole:
                     cut_short_last(emitter, generic)
@@ -200,13 +200,13 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
                     if len(short_rows) == 1:
                         row_iterator = tiles[short_rows[0][0]][1]
                         extent = statement.extents[statement.iterators.index(row_iterator)]
-                        _emit_row_variants(emitter, short_rows[0], extent, full_last, cut_short_last, generic)
+                        _emit_short_rows(emitter, short_rows[0], extent, full_last, cut_short_last, generic)
                     else:
                         generic()
     return True
 
 
-def _emit_row_variants(emitter: _Microkernel, short_row: tuple[int, ir.Value], extent: int, full_last: ir.Value, cut_short_last, generic) -> None:
+def _emit_short_rows(emitter: _Microkernel, short_row: tuple[int, ir.Value], extent: int, full_last: ir.Value, cut_short_last, generic) -> None:
     """The tile cut short in register dimension ``index`` (run-time row count ``count``,
     ``1 <= count < size``) gets a micro-kernel of its own with that many rows (fully
     unrolled, accumulators in registers); its last dimension may also be cut short.
@@ -215,31 +215,22 @@ def _emit_row_variants(emitter: _Microkernel, short_row: tuple[int, ir.Value], e
     register tile), so on a box domain of extent ``E`` the one short count is
     ``E mod size``: that count gets the variant, any other (a guarded domain) the generic
     loops, which keeps code size and compile time at one extra micro-kernel."""
-    g = emitter.g
-    b = g.builder
+    b = emitter.g.builder
     index, count = short_row
-    size = emitter.registers[index].size
-    expected = extent % size
-    if not expected:
+    rows = extent % emitter.registers[index].size
+    registers = list(emitter.registers)
+    registers[index] = _RegisterLoop(registers[index].iterator, registers[index].start, rows)
+    tile = _Microkernel(emitter.g, emitter.statement, emitter.arguments, registers, emitter.reduction_loops, emitter.env, emitter.form_cache)
+    if not rows or not tile.analyse():
         generic()
         return
-
-    def variant(rows: int) -> None:
-        registers = list(emitter.registers)
-        registers[index] = _RegisterLoop(registers[index].iterator, registers[index].start, rows)
-        tile = _Microkernel(g, emitter.statement, emitter.arguments, registers, emitter.reduction_loops, emitter.env, emitter.form_cache)
-        if not tile.analyse():
-            generic()
-            return
-        with b.if_else(full_last) as (whole, short):
-            with whole:
-                tile.emit()
-            with short:
-                cut_short_last(tile, generic)
-
-    with b.if_else(b.icmp_signed("==", count, ir.Constant(I64, expected))) as (this, other):
+    with b.if_else(b.icmp_signed("==", count, ir.Constant(I64, rows))) as (this, other):
         with this:
-            variant(expected)
+            with b.if_else(full_last) as (whole, short):
+                with whole:
+                    tile.emit()
+                with short:
+                    cut_short_last(tile, generic)
         with other:
             generic()
 

@@ -274,7 +274,8 @@ class _Run:
         from polytf.bench.baselines import max_abs_error
         from polytf.config import TuningConfig
         from polytf.poly.flops import contraction_flops
-        from polytf.runtime.profile import profile_model
+        from polytf.runtime.profile import gflops as gflops_of
+        from polytf.runtime.profile import percent_of_peak, profile_model
 
         options = self.options
         label = f"{workload.label} ({threads} thread{'s' if threads > 1 else ''})"
@@ -324,7 +325,7 @@ class _Run:
         peak = result["machine"].get("fp32_peak", {}).get(str(threads), {}).get("gflops")
         display.step(f"{label}: profiling each kernel")
         profile = profile_model(model, arrays, repeats=options.repeats, peak_gflops=peak, warmup=options.warmup).to_dict()
-        gflops = {s: flops / data["median_s"] / 1e9 for s, data in systems.items() if flops and "median_s" in data}
+        gflops = {s: gflops_of(flops, data["median_s"]) for s, data in systems.items() if flops and "median_s" in data}
         return {
             "entry": workload.label,
             "spec": workload.public_spec,
@@ -352,7 +353,7 @@ class _Run:
             "systems": systems,
             "gflops": gflops,
             "peak_gflops": peak,
-            "percent_of_peak": {s: 100.0 * value / peak for s, value in gflops.items() if peak and s.startswith("polytf")},
+            "percent_of_peak": {s: percent_of_peak(value, peak) for s, value in gflops.items() if peak and s.startswith("polytf")},
             "speedup": _speedups(systems),
             "ratio_to_tensorflow": _ratio_to(systems, "tensorflow"),
             "profile": profile,

@@ -10,7 +10,8 @@ per-element Python on this path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -224,19 +225,23 @@ class CompiledModel:
     def latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 20, warmup: int = 3) -> list[float]:
         """Per-call latencies in seconds of the kernels alone (inputs converted and bound
         once, outside the timed region)."""
-        bound = self._converted_inputs(inputs)
-        fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
-        with self._contexts.acquire() as context:
-            context.bind(bound, fresh)
+        with self._bound_context(inputs) as context:
             return call_latencies(lambda: context.run(self.threads), repeats, warmup)
 
     def kernel_latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 10, warmup: int = 2) -> list[tuple[CompiledKernel, list[float]]]:
         """Each kernel (execution order) with the seconds of ``repeats`` calls of it alone, on
         the values of one model call on ``inputs`` (after ``warmup`` whole calls)."""
+        with self._bound_context(inputs) as context:
+            latencies = context.kernel_latencies(self.threads, repeats, warmup)
+        return list(zip(self.kernels, latencies))
+
+    @contextlib.contextmanager
+    def _bound_context(self, inputs: Mapping[str, np.ndarray]) -> Iterator[ExecutionContext]:
+        """A pooled context with ``inputs`` (converted once) and fresh outputs bound, for
+        timing the kernels outside the conversion."""
         bound = self._converted_inputs(inputs)
         fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
         with self._contexts.acquire() as context:
             context.bind(bound, fresh)
-            latencies = context.kernel_latencies(self.threads, repeats, warmup)
-        return list(zip(self.kernels, latencies))
+            yield context
 

@@ -191,11 +191,12 @@ def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, target: Target,
 
 
 def schedule_record(kernel: LoweredKernel, record: TuningRecord, target: Target, path: Path) -> ScheduledScop | None:
-    """``kernel`` scheduled with ``record``'s recipe, or None when the recipe is invalid or
+    """``kernel`` scheduled with ``record``'s recipe as a model runs it (weights packed ahead
+    of time: :func:`constant_arrays`), or None when the recipe is invalid or
     illegal for it (a record with a sound schema may still hold one); then one CacheWarning
     names the record file ``path`` and the reason."""
     try:
-        return schedule_scop(kernel.scop, record.schedule_recipe, limits=target.limits)
+        return schedule_scop(kernel.scop, record.schedule_recipe, limits=target.limits, constant_arrays=constant_arrays(kernel))
     except PolytfError as error:
         warn_ignored_record(path, f"its recipe cannot be used: {error}")
         return None

@@ -26,6 +26,16 @@ __all__ = ["KernelProfile", "ModelProfile", "profile_model", "CONVOLUTION_OPS"]
 CONVOLUTION_OPS = ("Conv2D", "DepthwiseConv2dNative")
 
 
+def gflops(flops: float, seconds: float) -> float | None:
+    """``flops`` done in ``seconds`` as 10^9 FLOPs per second (None without FLOPs or time)."""
+    return flops / seconds / 1e9 if flops and seconds > 0 else None
+
+
+def percent_of_peak(gflops: float | None, peak_gflops: float | None) -> float | None:
+    """``gflops`` as a percentage of ``peak_gflops`` (None when either is missing)."""
+    return 100.0 * gflops / peak_gflops if gflops is not None and peak_gflops else None
+
+
 @dataclass(frozen=True)
 class KernelProfile:
     """One kernel of a profile.
@@ -53,13 +63,12 @@ class KernelProfile:
     @property
     def gflops(self) -> float | None:
         """10^9 FLOPs per second, None without contractions."""
-        return self.flops / self.median_s / 1e9 if self.flops and self.median_s > 0 else None
+        return gflops(self.flops, self.median_s)
 
     @property
     def percent_of_peak(self) -> float | None:
         """:attr:`gflops` as a percentage of :attr:`peak_gflops` (None when either is missing)."""
-        gflops = self.gflops
-        return 100.0 * gflops / self.peak_gflops if gflops is not None and self.peak_gflops else None
+        return percent_of_peak(self.gflops, self.peak_gflops)
 
     @property
     def convolution_op(self) -> str | None:
@@ -100,12 +109,11 @@ class ModelProfile:
     @property
     def gflops(self) -> float | None:
         """Model FLOPs per whole-call second, 10^9/s (None without contractions)."""
-        return self.flops / self.call_s / 1e9 if self.flops and self.call_s > 0 else None
+        return gflops(self.flops, self.call_s)
 
     @property
     def percent_of_peak(self) -> float | None:
-        gflops = self.gflops
-        return 100.0 * gflops / self.peak_gflops if gflops is not None and self.peak_gflops else None
+        return percent_of_peak(self.gflops, self.peak_gflops)
 
     def totals(self) -> str:
         """One line: call ms, sum of kernels ms, their ratio, model GFLOP/s and % of peak."""
