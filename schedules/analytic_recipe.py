@@ -17,7 +17,7 @@ are ``for d0..d{p-1}`` (outputs) ``for r*`` (reductions)::
 The choices, with ``L`` float32 lanes and ``R`` vector registers (:class:`TargetLimits`)
 and the cache sizes of :class:`CacheSizes`:
 
-- ``nr = 2 L`` (``L`` when the vectorised extent is at most ``L``); ``mr`` the largest row
+- ``nr = 2 L`` (``L`` when the vectorised extent is below ``2 L``); ``mr`` the largest row
   count whose ``mr * nr / L`` accumulators fill at most three quarters of ``R`` (6 x 16 on
   AVX2, 12 x 32 on AVX-512), then evened out over the extent (14 rows: two tiles of 7,
   not 12 + 2);
@@ -121,15 +121,17 @@ def analytic_blocking(
         caches: per-core cache sizes.
         threads: threads the kernel runs on.
         vectorised_reads: ``(array, bytes)`` of the arrays the anchor reads through the
-            vectorised (last shared) dimension: the weights of a convolution or MatMul.
-        other_reads: ``(array, bytes)`` of the other arrays it reads (the activations).
+            vectorised (last shared) dimension and no other output dimension: the weights
+            of a convolution or MatMul.
+        other_reads: ``(array, bytes)`` of the other arrays it reads (the activations,
+            including a depthwise convolution's or a pooling's input).
     """
     reductions = anchor.reduction_iterators
     if not reductions or depth == 0 or depth != len(anchor.output_iterators):
         return None  # nothing to block, or the vectorised dimension would not be the innermost output
     extents = dict(zip(anchor.iterators, anchor.extents))
     last = anchor.extents[depth - 1]
-    columns = 2 * lanes if last > lanes else lanes
+    columns = 2 * lanes if last >= 2 * lanes else lanes  # 24 columns: 16 + 8, not a 32-wide tile cut short
     budget = registers * 3 // 4
     most_rows = max(1, budget // (columns // lanes))
     rows = even_rows(anchor.extents[depth - 2], most_rows) if depth > 1 else 0

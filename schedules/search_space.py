@@ -377,14 +377,16 @@ def _index_names(access) -> set[str]:
 
 def _blocking(scop: Scop, anchor, depth: int, lanes: int, registers: int, caches: CacheSizes, threads: int) -> AnalyticBlocking | None:
     """The analytic blocking of ``scop``'s anchor, with its reads split into those indexed
-    by the vectorised dimension (weights) and the others (activations)."""
+    by the vectorised dimension and no other output dimension (the weights: a filter, a
+    MatMul's right operand) and the others (the activations: a depthwise convolution's
+    or a pooling's input is indexed by every output dimension)."""
     if depth == 0 or (anchor.constraints and not can_zero_pad(scop)):
         return None  # a window-guarded domain that cannot be padded into a box stays plain
     vectorised, others = [], []
-    last = f"d{depth - 1}"
+    last, rows = f"d{depth - 1}", {f"d{k}" for k in range(depth - 1)}
     for array in dict.fromkeys(access.array for access in anchor.value.loads() if access.array != anchor.write.array):
         info = scop.array(array)
         size = math.prod(info.shape) * 4
         names = set().union(*(_index_names(a) for a in anchor.value.loads() if a.array == array))
-        (vectorised if last in names else others).append((array, size))
+        (vectorised if last in names and not names & rows else others).append((array, size))
     return analytic_blocking(anchor, depth, lanes, registers, caches, threads, tuple(vectorised), tuple(others))

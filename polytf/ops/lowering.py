@@ -18,6 +18,7 @@ from polytf.graph.passes.fusion import FusionGroup, data_inputs
 from polytf.ops.blas_threads import single_threaded_blas
 from polytf.ops.registry import ArrayRef, LoweringContext, lookup
 from polytf.poly.scop import ArrayInfo, Scop
+from polytf.poly.temporary_elimination import eliminate_temporaries
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class LoweredKernel:
 
 
 def lower_group(graph: Graph, group: FusionGroup) -> LoweredKernel:
-    """Lower every node of ``group`` in program order.
+    """Lower every node of ``group`` in program order, then remove the temporaries that
+    point-wise nodes leave between each other (:func:`eliminate_temporaries`).
 
     Raises:
         PolytfError subclasses, with the node and op in the message.
@@ -87,10 +89,11 @@ def lower_group(graph: Graph, group: FusionGroup) -> LoweredKernel:
         infos.append(ArrayInfo(temporary.name, temporary.shape, temporary.type.dtype, "temporary", ""))
 
     scop = Scop(group.name, tuple(statements), tuple(infos), tuple((n, graph.nodes[n].op) for n in group.nodes))
-    tensors = {info.name: (info.tensor or None) for info in infos}
+    scop = eliminate_temporaries(scop)
+    tensors = {info.name: (info.tensor or None) for info in scop.arrays}
     constant_values = {
         info.name: np.asarray(graph.constants[info.tensor])
-        for info in infos
+        for info in scop.arrays
         if info.role == "input" and info.tensor in graph.constants
     }
     return LoweredKernel(group, scop, tensors, _reference(graph, group, names), constant_values)

@@ -4,10 +4,20 @@ the reference on both vector widths."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, graph_maxpool, kernels_of
+from hand_built_graphs import (
+    build_graph,
+    const,
+    graph_conv_bias_relu,
+    graph_matmul_bias_relu,
+    graph_maxpool,
+    kernels_of,
+    placeholder,
+)
 from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, roundtrip
 
+from polytf.graph import Node
 from polytf.schedules.analytic_recipe import CacheSizes, analytic_blocking, even_rows
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
@@ -92,3 +102,35 @@ def test_cache_sizes_are_read_from_sysfs_text(tmp_path):
     assert host_cache_sizes.__wrapped__(tmp_path / "missing") == CacheSizes()
     assert parse_cache_size("bogus") is None and parse_cache_size("512") == 512
     assert host_cache_sizes().l1_bytes >= 16 * 1024
+
+
+def test_narrow_outputs_get_one_vector_of_columns():
+    """24 output channels on AVX-512: a 16-wide register tile (16 + 8 masked), not a
+    32-wide one that every tile cuts short."""
+    kernel = kernels_of(graph_conv_bias_relu(14, 14, 8, 24, stride=1))[0]
+    anchor = anchor_statement(kernel.scop)
+    blocking = analytic_blocking(anchor, shared_band_depth(kernel.scop), 16, 32, CACHES, 2, (("A1", 9 * 8 * 24 * 4),), (("A0", 16 * 16 * 8 * 4),))
+    assert blocking.register_columns == 16
+    wide = analytic_blocking(anchor, shared_band_depth(kernel.scop), 8, 16, CACHES, 2, (("A1", 9 * 8 * 24 * 4),), (("A0", 16 * 16 * 8 * 4),))
+    assert wide.register_columns == 16  # AVX2: 24 >= 2 x 8 lanes
+
+
+def test_a_depthwise_input_counts_as_activations_not_weights():
+    """A depthwise convolution (or a pooling) reads its input through every output
+    dimension: the input is the activations, so its channel tiles do not go outermost."""
+    rng = np.random.default_rng(0)
+    graph = build_graph(
+        [
+            placeholder("x", (2, 16, 16, 48)),
+            const("f", rng.standard_normal((3, 3, 48, 1)).astype(np.float32)),
+            Node("dw", "DepthwiseConv2dNative", ("x:0", "f:0"), attrs={"strides": (1, 1, 1, 1), "padding": "SAME", "data_format": "NHWC", "dilations": (1, 1, 1, 1)}),
+        ],
+        ["dw:0"],
+    )
+    kernel = kernels_of(graph)[0]
+    space = SearchSpace.for_scop(kernel.scop, 2, 16, 32, CACHES)
+    recipe = space.default_recipe()
+    assert any(recipe.register_tile_sizes)
+    assert recipe.tile_order[0] == 0  # batch outermost (parallel), not the 48 channels
+    result = roundtrip(kernel, recipe, 2)
+    assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
