@@ -105,6 +105,8 @@ def _inline_one(scop: Scop) -> Scop | None:
         if scop.array(consumer.write.array).dtype != "float32":
             continue
         read_by_producer = {a.array for a in producer.reads}
+        if consumer.write.array in read_by_producer:
+            continue  # the consumer's earlier points would change what the inlined value reads
         between = scop.statements[writers[0] + 1 : readers[0]]
         if any(s.write.array in read_by_producer for s in between):
             continue
