@@ -95,6 +95,7 @@ class TuneReport:
         interrupted: Ctrl-C stopped the tuning.
         time_budget_s: the time budget the kernels were tuned within (None: a number of
             trials per kernel).
+        host_nodes: nodes that run on the host (not tuned), each with the reason.
     """
 
     model: str
@@ -106,6 +107,7 @@ class TuneReport:
     cache_dir: str = ""
     interrupted: bool = False
     time_budget_s: float | None = None
+    host_nodes: tuple = ()
 
     @property
     def new_trials(self) -> int:
@@ -161,6 +163,8 @@ def tune_model(
     progress: TuningProgress | None = None,
     measure_model: bool = True,
     time_budget_s: float | None = None,
+    fallback: bool = True,
+    signature: str | None = None,
 ) -> TuneReport:
     """Tune every kernel of the model at ``path``; see :func:`polytf.tune`.
 
@@ -182,8 +186,8 @@ def tune_model(
     codegen = CodegenConfig()
     target = CpuTarget(codegen)
     cache = KernelCache(cache_dir)
-    prepared = prepare_model(path, input_shapes, outputs)
-    report = TuneReport(str(path), threads=threads, cache_dir=str(cache.directory), time_budget_s=time_budget_s)
+    prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
+    report = TuneReport(str(path), threads=threads, cache_dir=str(cache.directory), time_budget_s=time_budget_s, host_nodes=prepared.host_nodes)
     run = _ModelRun(
         path, cache, target, codegen, threads, seed, config, retune, progress, input_shapes or {}, tuple(outputs or ()), tuning_faults(),
         # tuners sharing this cache take turns to measure: timings of concurrent runs never overlap

@@ -164,7 +164,7 @@ def default_evaluator_factory() -> Callable[..., object]:
 
 def _prepare(model: str, input_shapes: dict, outputs: tuple[str, ...]) -> tuple[PreparedModel | None, str]:
     """The prepared model, or None and why it cannot be prepared."""
-    if not Path(model).is_file():
+    if not Path(model).exists():  # a GraphDef file or a SavedModel directory
         return None, f"model file {model} missing"
     try:
         return prepare_model(model, input_shapes or None, list(outputs) or None), ""

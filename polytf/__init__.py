@@ -29,15 +29,23 @@ def load(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,
     threads: int | None = None,
+    fallback: bool = True,
+    signature: str | None = None,
 ) -> CompiledModel:
     """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
 
     Args:
-        path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``.
+        path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``, or a SavedModel directory
+            (read with TensorFlow; inputs and outputs then carry the signature's names).
         cache_dir: tuning-record cache; default ``$POLYTF_CACHE_DIR`` or the user cache dir.
         input_shapes: placeholder name -> shape, to fix unknown dimensions.
         outputs: output node names (``name`` or ``name:port``); default the graph's sinks.
         threads: threads per kernel; default ``$POLYTF_THREADS`` or all available CPUs.
+        fallback: nodes whose op has a numpy reference but no lowering (or a lowering that
+            fails for their attributes) run on the host between the compiled kernels
+            (``model.host_nodes`` lists them and why); False refuses such a model with
+            :class:`~polytf.errors.UnsupportedOpError` instead.
+        signature: the SavedModel signature to compile (default ``serving_default``).
 
     Returns:
         A :class:`~polytf.runtime.compiled_model.CompiledModel`, called as
@@ -52,7 +60,7 @@ def load(
     """
     from polytf.runtime.model_builder import load_model
 
-    return load_model(path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads)
+    return load_model(path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature)
 
 
 def tune(
@@ -66,6 +74,8 @@ def tune(
     seed: int = 0,
     progress=None,
     time_budget_s: float | None = None,
+    fallback: bool = True,
+    signature: str | None = None,
 ) -> TuneReport:
     """Tune every kernel of a model by measurement and store the winners in the cache.
 
@@ -84,7 +94,8 @@ def tune(
     Args:
         path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``.
         trials: trials per kernel study (without a time budget).
-        cache_dir, input_shapes, outputs, threads: as for :func:`load`.
+        cache_dir, input_shapes, outputs, threads, fallback, signature: as for :func:`load`
+            (host nodes are not tuned; the report lists them).
         retune: ignore existing records and restart the kernels' studies.
         seed: seed of the sampler, the scheduler's random choices and the test inputs.
         progress: a :class:`~polytf.autotune.model_tuner.TuningProgress` receiving events.
@@ -112,6 +123,8 @@ def tune(
         seed=seed,
         progress=progress,
         time_budget_s=time_budget_s,
+        fallback=fallback,
+        signature=signature,
     )
 
 

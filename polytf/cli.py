@@ -168,7 +168,14 @@ def print_tune_report(report) -> None:
         if row.failures:
             count = f"{len(row.failures)} failed trial{'s' if len(row.failures) > 1 else ''}"
             stdout.print(f"{row.kernel}: {count}: {summarize_failures(row.failures)}", markup=False, highlight=False, soft_wrap=True)
+    print_host_nodes(report.host_nodes)
     stdout.print(f"new trials: {report.new_trials}; elapsed {report.elapsed_s:.1f} s; records in {report.cache_dir}")
+
+
+def print_host_nodes(host_nodes) -> None:
+    """One line per node that runs on the host through its numpy reference, with the reason."""
+    for node in host_nodes:
+        stdout.print(f"runs on the host: node '{node.name}' ({node.op}): {node.reason}", markup=False, highlight=False, soft_wrap=True)
 
 
 def summarize_failures(failures, limit: int = 6) -> str:
@@ -222,6 +229,8 @@ def command_tune(args) -> int:
             seed=args.seed,
             progress=progress,
             config=config,
+            fallback=args.fallback,
+            signature=args.signature,
         )
     print_tune_report(report)
     if report.interrupted:
@@ -246,7 +255,15 @@ def command_run(args) -> int:
             feeds[name] = np.load(path)
         except (OSError, ValueError) as error:
             raise SystemExit(f"error: cannot read input '{name}' from {path}: {error}") from None
-    model = polytf.load(args.model, cache_dir=args.cache_dir, input_shapes={n: v.shape for n, v in feeds.items()}, outputs=args.fetch or None, threads=args.threads)
+    model = polytf.load(
+        args.model,
+        cache_dir=args.cache_dir,
+        input_shapes={n: v.shape for n, v in feeds.items()},
+        outputs=args.fetch or None,
+        threads=args.threads,
+        fallback=args.fallback,
+        signature=args.signature,
+    )
     results = model(**feeds)
     np.savez(args.output, **results)
     for name, value in results.items():
@@ -263,7 +280,6 @@ def command_show(args) -> int:
         cache_key,
         constant_arrays,
         default_recipe,
-        prepare_graph,
         prepare_model,
         schedule_record,
     )
@@ -271,19 +287,28 @@ def command_show(args) -> int:
     from polytf.schedules.recipe import ScheduleRecipe
     from polytf.targets.cpu import CpuTarget
 
-    if args.passes:
-        _, reports = prepare_graph(args.model, _input_shapes(args.input))
-        print_pass_reports(args.model, reports)
-        return 0
     if args.profile:
         return show_profile(args)
-    prepared = prepare_model(args.model, _input_shapes(args.input))
+    if args.passes:
+        prepared = prepare_model(args.model, _input_shapes(args.input), fallback=args.fallback, signature=args.signature)
+        print_pass_reports(args.model, prepared.passes)
+        print_host_nodes(prepared.host_nodes)
+        return 0
+    prepared = prepare_model(args.model, _input_shapes(args.input), fallback=args.fallback, signature=args.signature)
     threads = args.threads or default_thread_count()
     if not args.kernel:
-        stdout.print(f"{args.model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels")
+        host = f", {len(prepared.host_nodes)} on the host" if prepared.host_nodes else ""
+        stdout.print(f"{args.model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels{host}")
         stdout.print(f"  graph passes: {summary(prepared.passes)} (per pass: --passes)")
-        for kernel in prepared.kernels:
-            stdout.print(f"  {kernel.scop.name}: {' + '.join(f'{n} ({op})' for n, op in kernel.scop.ops)}")
+        kernels = iter(prepared.kernels)
+        for group in prepared.groups:
+            if group.on_host:
+                node = prepared.graph.nodes[group.nodes[0]]
+                stdout.print(f"  {group.name}: {node.name} ({node.op}) on the host")
+            else:
+                kernel = next(kernels)
+                stdout.print(f"  {kernel.scop.name}: {' + '.join(f'{n} ({op})' for n, op in kernel.scop.ops)}")
+        print_host_nodes(prepared.host_nodes)
         stdout.print("show one with --kernel NAME")
         return 0
     matches = [k for k in prepared.kernels if k.scop.name == args.kernel]
@@ -332,7 +357,7 @@ def show_profile(args) -> int:
 
     if args.repeats < 1:
         raise SystemExit("error: --repeats must be at least 1")
-    model = polytf.load(args.model, cache_dir=args.cache_dir, input_shapes=_input_shapes(args.input), threads=args.threads)
+    model = polytf.load(args.model, cache_dir=args.cache_dir, input_shapes=_input_shapes(args.input), threads=args.threads, fallback=args.fallback, signature=args.signature)
     rng = np.random.default_rng(0)
     inputs = {name: rng.standard_normal(tuple(t.shape)).astype(t.dtype) for name, t in model.input_types.items()}
     peak = measure_fp32_peak(model.threads)
@@ -443,11 +468,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sub, inputs=True):
-        sub.add_argument("model", help="frozen GraphDef: binary .pb or text .pbtxt")
+        sub.add_argument("model", help="frozen GraphDef (binary .pb or text .pbtxt) or SavedModel directory")
+        sub.add_argument("--signature", metavar="NAME", help="SavedModel signature to compile (default serving_default)")
         sub.add_argument("--cache-dir", help="tuning-record cache (default: $POLYTF_CACHE_DIR or the user cache directory)")
         sub.add_argument("--threads", type=int, help="threads per kernel (default: $POLYTF_THREADS or all CPUs)")
         if inputs:
             sub.add_argument("--input", action="append", metavar="NAME:SHAPE", help="fix a placeholder's shape, e.g. --input x:1,784 (repeatable)")
+        sub.add_argument(
+            "--no-fallback",
+            dest="fallback",
+            action="store_false",
+            help="refuse the model when a node cannot be compiled, instead of running that node's numpy reference on the host "
+            "between the compiled kernels (the default; tune and show list such nodes and why)",
+        )
 
     tune = commands.add_parser("tune", help="tune every kernel of a model and cache the winners", description="Compile a model, tune each kernel with an Optuna study (every candidate verified against numpy), and cache the best recipes.")
     common(tune)

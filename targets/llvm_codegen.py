@@ -61,7 +61,17 @@ _COMPARISONS = {
 #: Unary ops emitted as LLVM intrinsics; exp, tanh, sigmoid, erf and erfc are straight-line
 #: IR from :mod:`polytf.targets.math_functions` instead (they vectorise), neg/square/rsqrt
 #: plain arithmetic.
-_INTRINSICS = {"log": "llvm.log.f32", "sqrt": "llvm.sqrt.f32", "abs": "llvm.fabs.f32", "max": "llvm.maxnum.f32", "min": "llvm.minnum.f32"}
+_INTRINSICS = {
+    "sqrt": "llvm.sqrt.f32",
+    "abs": "llvm.fabs.f32",
+    "floor": "llvm.floor.f32",
+    "ceil": "llvm.ceil.f32",
+    "round": "llvm.roundeven.f32",
+    "max": "llvm.maxnum.f32",
+    "maximum": "llvm.maximum.f32",
+    "minimum": "llvm.minimum.f32",
+    "min": "llvm.minnum.f32",
+}
 
 
 def _contains_loop(node: isl.AstNode) -> bool:
@@ -475,7 +485,7 @@ class KernelModuleBuilder:
             return b.call(self._intrinsic(_INTRINSICS[expression.op], 1), [operand], fastmath=self.flags)
         if isinstance(expression, Binary):
             lhs, rhs = self._value(expression.lhs, point), self._value(expression.rhs, point)
-            if expression.op in ("max", "min"):
+            if expression.op in ("max", "min", "maximum", "minimum"):
                 return b.call(self._intrinsic(_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=self.flags)
             emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]
             return emit(lhs, rhs, flags=self.flags)

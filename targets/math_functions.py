@@ -24,6 +24,12 @@ Sources and accuracy (float32, measured against float64 ``math`` in
 * ``tanh``: Cephes ``tanhf``: ``x + x^3 P(x^2)`` for ``|x| < 0.625``, else
   ``sign(x) (1 - 2 / (exp(2|x|) + 1))``.
 * ``sigmoid``: ``1 / (1 + exp(-x))`` (``exp`` overflowing to ``inf`` gives 0).
+* ``log``: Cephes ``logf``: exponent and mantissa from the bits (subnormals scaled by
+  2^23 first), ``log(1 + f) = f - f^2/2 + f^3 P(f)`` on ``[sqrt(1/2) - 1, sqrt(2) - 1]``,
+  ``k ln 2`` added in the two Cody-Waite parts; ``-inf`` at 0, NaN below 0.
+* ``log1p``: ``log(1 + x)`` with Goldberg's correction ``log(u) x / (u - 1)``, ``u = 1 + x``.
+* ``sign``: ``select``s (``+0`` for zeros, NaN passes through).
+* ``expm1``: ``exp(x) - 1`` with Kahan's correction ``(u - 1) x / log(u)``, ``u = exp(x)``.
 * ``erf``/``erfc``: Cephes ``ndtrf.c`` (``erff``, ``erfcf``): ``erf(x) = x T(x^2)`` for
   ``|x| < 1``; ``erfc(x) = exp(-x^2) (1/x) P(1/x^2)`` (``P`` for ``1 <= x < 2``, ``R`` for
   ``x >= 2``), ``erfc(-x) = 2 - erfc(x)``, ``erf = 1 - erfc`` for ``|x| >= 1``.
@@ -35,6 +41,7 @@ Sources and accuracy (float32, measured against float64 ``math`` in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import llvmlite.ir as ir
@@ -54,6 +61,14 @@ _EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.16657958
 #: upper bound it is inf. Clamping to them keeps the exponent arithmetic in range.
 _EXP_LOWEST = -104.0
 _EXP_HIGHEST = 89.0
+
+# Cephes logf.c
+_LOG_POLYNOMIAL = (
+    7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+    -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1,
+)
+_SQRT_HALF = 0.707106781186547524
+_SMALLEST_NORMAL = 1.1754943508222875e-38
 
 # Cephes tanhf.c
 _TANH_POLYNOMIAL = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
@@ -207,7 +222,65 @@ def _erfc(e: _Emitter, x: ir.Value) -> ir.Value:
     return e.select(e.less(magnitude, e.constant(1.0)), e.sub(e.constant(1.0), _erf_small(e, x)), large)
 
 
+def _log(e: _Emitter, x: ir.Value) -> ir.Value:
+    """Cephes ``logf``: ``x = m 2^k`` with ``m`` in ``[sqrt(1/2), sqrt(2))`` read from the bits,
+    ``log(m) = f - f^2/2 + f^3 P(f)`` with ``f = m - 1``, plus ``k ln 2`` in two parts."""
+    subnormal = e.less(x, e.constant(_SMALLEST_NORMAL))
+    scaled = e.select(subnormal, e.mul(x, e.constant(2.0**23)), x)
+    bits = e.b.bitcast(scaled, e.int_type)
+    exponent = e.b.sub(e.b.and_(e.b.lshr(bits, e.integer(23)), e.integer(0xFF)), e.integer(126))
+    exponent = e.select(subnormal, e.b.sub(exponent, e.integer(23)), exponent)
+    mantissa = e.b.bitcast(e.b.or_(e.b.and_(bits, e.integer(0x007FFFFF)), e.integer(0x3F000000)), e.type)  # [0.5, 1)
+    low = e.less(mantissa, e.constant(_SQRT_HALF))
+    k = e.b.sitofp(e.select(low, e.b.sub(exponent, e.integer(1)), exponent), e.type)
+    f = e.sub(e.select(low, e.add(mantissa, mantissa), mantissa), e.constant(1.0))
+    z = e.mul(f, f)
+    y = e.mul(e.mul(f, z), e.polynomial(f, _LOG_POLYNOMIAL))
+    y = e.add(y, e.mul(k, e.constant(_EXP_C2)))
+    y = e.sub(y, e.mul(z, e.constant(0.5)))
+    result = e.add(e.add(f, y), e.mul(k, e.constant(_EXP_C1)))
+    result = e.select(e.b.fcmp_ordered("==", x, e.constant(0.0)), e.constant(-math.inf), result)
+    result = e.select(e.b.fcmp_ordered("==", x, e.constant(math.inf)), x, result)
+    result = e.select(e.less(x, e.constant(0.0)), e.constant(math.nan), result)
+    return e.with_nan(x, result)
+
+
+def _log1p(e: _Emitter, x: ir.Value) -> ir.Value:
+    """``log(1 + x)`` by Goldberg's correction (D. Goldberg, "What every computer scientist
+    should know about floating-point arithmetic", ACM Computing Surveys 23(1), 1991, thm. 4):
+    ``u = 1 + x``; ``x`` where ``u == 1``, else ``log(u) (x / (u - 1))``."""
+    u = e.add(x, e.constant(1.0))
+    corrected = e.mul(_log(e, u), e.div(x, e.sub(u, e.constant(1.0))))
+    corrected = e.select(e.b.fcmp_ordered("==", u, e.constant(math.inf)), u, corrected)
+    corrected = e.select(e.b.fcmp_ordered("==", u, e.constant(0.0)), e.constant(-math.inf), corrected)
+    return e.with_nan(x, e.select(e.b.fcmp_ordered("==", u, e.constant(1.0)), x, corrected))
+
+
+def _sign(e: _Emitter, x: ir.Value) -> ir.Value:
+    """``1`` for ``x > 0``, ``-1`` for ``x < 0``, ``+0`` for both zeros, NaN for NaN (TensorFlow's ``Sign``)."""
+    zero_or_nan = e.select(e.b.fcmp_ordered("==", x, e.constant(0.0)), e.constant(0.0), x)
+    negative = e.select(e.less(x, e.constant(0.0)), e.constant(-1.0), zero_or_nan)
+    return e.select(e.greater(x, e.constant(0.0)), e.constant(1.0), negative)
+
+
+def _expm1(e: _Emitter, x: ir.Value) -> ir.Value:
+    """``exp(x) - 1``, accurate near 0, by Kahan's correction (W. Kahan, as in Goldberg 1991,
+    and N. Higham, "Accuracy and Stability of Numerical Algorithms", 2nd ed., 1.14.1):
+    ``u = exp(x)``; ``x`` where ``u == 1``, ``-1`` where ``u - 1 == -1``, else
+    ``(u - 1) (x / log(u))``."""
+    u = _exp(e, x)
+    shifted = e.sub(u, e.constant(1.0))
+    corrected = e.mul(shifted, e.div(x, _log(e, u)))
+    corrected = e.select(e.b.fcmp_ordered("==", u, e.constant(math.inf)), u, corrected)
+    corrected = e.select(e.b.fcmp_ordered("==", shifted, e.constant(-1.0)), shifted, corrected)
+    return e.with_nan(x, e.select(e.b.fcmp_ordered("==", u, e.constant(1.0)), x, corrected))
+
+
 _FUNCTIONS: dict[str, Callable[[_Emitter, ir.Value], ir.Value]] = {
+    "log": _log,
+    "log1p": _log1p,
+    "sign": _sign,
+    "expm1": _expm1,
     "exp": _exp,
     "tanh": _tanh,
     "sigmoid": _sigmoid,

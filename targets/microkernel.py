@@ -46,7 +46,17 @@ F32 = ir.FloatType()
 
 #: Unary ops emitted as LLVM vector intrinsics (exp, tanh, sigmoid, erf, erfc come from
 #: :mod:`polytf.targets.math_functions`).
-_VECTOR_INTRINSICS = {"log": "llvm.log", "sqrt": "llvm.sqrt", "abs": "llvm.fabs", "max": "llvm.maxnum", "min": "llvm.minnum"}
+_VECTOR_INTRINSICS = {
+    "sqrt": "llvm.sqrt",
+    "abs": "llvm.fabs",
+    "floor": "llvm.floor",
+    "ceil": "llvm.ceil",
+    "round": "llvm.roundeven",
+    "max": "llvm.maxnum",
+    "maximum": "llvm.maximum",
+    "minimum": "llvm.minimum",
+    "min": "llvm.minnum",
+}
 
 
 @dataclass(frozen=True)
@@ -552,7 +562,7 @@ class _Microkernel:
         if isinstance(expression, Binary):
             lhs = self._value(expression.lhs, point, env, accumulator, cache, mask)
             rhs = self._value(expression.rhs, point, env, accumulator, cache, mask)
-            if expression.op in ("max", "min"):
+            if expression.op in ("max", "min", "maximum", "minimum"):
                 return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=flags)
             emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]
             return emit(lhs, rhs, flags=flags)

@@ -97,10 +97,10 @@ def parse_graphdef(path: str | os.PathLike[str]) -> graph_pb2.GraphDef:
     if file.is_dir():
         if (file / "saved_model.pb").exists():
             raise GraphError(
-                f"cannot read '{shown}': it is a SavedModel directory, not a frozen graph; freeze it with "
-                f"convert_variables_to_constants_v2() and write the GraphDef; {_EXPECTED}."
+                f"cannot parse '{shown}' as a GraphDef: it is a SavedModel directory; load it with load_graph(), "
+                "polytf.load() or the polytf commands, which freeze its signature with TensorFlow."
             )
-        raise GraphError(f"cannot read '{shown}': it is a directory, not a file; {_EXPECTED}.")
+        raise GraphError(f"cannot read '{shown}': it is a directory without saved_model.pb, not a GraphDef file; {_EXPECTED}.")
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -324,13 +324,17 @@ def _decoded(node: Node) -> Node:
     return Node(node.name, node.op, node.inputs, node.control_inputs, {**node.attrs, "value": value.value()})
 
 
-def load_graph(path: str | os.PathLike[str], outputs: Sequence[str] | None = None) -> Graph:
-    """Read a frozen GraphDef file into an untyped :class:`~polytf.graph.graph.Graph`.
+def load_graph(path: str | os.PathLike[str], outputs: Sequence[str] | None = None, signature: str | None = None) -> Graph:
+    """Read a frozen GraphDef file, or one signature of a SavedModel directory, into an
+    untyped :class:`~polytf.graph.graph.Graph`.
 
     Args:
-        path: a binary (``.pb``) or text (``.pbtxt``) GraphDef.
+        path: a binary (``.pb``) or text (``.pbtxt``) GraphDef, or a SavedModel directory
+            (frozen by TensorFlow: :mod:`polytf.frontend.saved_model`; placeholders and
+            outputs then carry the signature's input names and output keys).
         outputs: node or tensor names to return (``"Identity"`` or ``"Identity:0"``); by default
             port 0 of every node nothing consumes, except ``NoOp``, ``Const`` and ``Placeholder``.
+        signature: the SavedModel signature (default ``serving_default``); only for SavedModels.
 
     Returns:
         The graph with nodes in topological order (file order kept where possible), inputs as
@@ -340,6 +344,14 @@ def load_graph(path: str | os.PathLike[str], outputs: Sequence[str] | None = Non
     Raises:
         GraphError: the file cannot be read, is not a GraphDef, or the graph is inconsistent.
     """
+    from polytf.frontend.saved_model import freeze_signature, is_saved_model
+
     source = str(path)
+    if is_saved_model(path):
+        frozen = freeze_signature(path, signature)
+        graph_def = graph_pb2.GraphDef.FromString(frozen.SerializeToString())
+        return graph_from_graphdef(graph_def, outputs=outputs, source=source)
+    if signature is not None:
+        raise GraphError(f"--signature / signature= is for SavedModel directories; '{source}' is a frozen GraphDef file")
     graph_def = parse_graphdef(path)
     return graph_from_graphdef(graph_def, outputs=outputs, source=source)

@@ -1,4 +1,5 @@
-"""``python -m polytf.model_zoo NAME [--batch B | --sizes MxKxN] -o PATH``: write a zoo model as a frozen GraphDef."""
+"""``python -m polytf.model_zoo NAME [--batch B | --sizes MxKxN] [--saved-model] -o PATH``: write a zoo
+model as a frozen GraphDef (or, with ``--saved-model``, as a SavedModel directory)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", choices=MODEL_NAMES, help="which model")
     parser.add_argument("--batch", type=int, default=1, help="leading input dimension (default 1; for odd_matmul: m, default 37)")
     parser.add_argument("--sizes", metavar="MxKxN", help="matmul only: a is [M, K], b is [K, N] (default 256x256x256)")
-    parser.add_argument("-o", "--output", required=True, help="the .pb file to write")
+    parser.add_argument(
+        "--saved-model",
+        action="store_true",
+        help="write a SavedModel directory (signature 'serving_default', output key 'output') instead of a frozen .pb",
+    )
+    parser.add_argument("-o", "--output", required=True, help="the .pb file (with --saved-model: the directory) to write")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be at least 1")
@@ -43,14 +49,25 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(error))
     elif args.name in SIZED_MODELS and args.batch != 1:
         parser.error(f"{args.name} takes --sizes {'x'.join(SIZED_MODELS[args.name])}, not --batch")
+    if args.saved_model:
+        if args.name in SIZED_MODELS:
+            parser.error(f"--saved-model does not apply to {args.name} (it has no weights)")
+        from polytf.model_zoo.saved_models import write_saved_model
+
+        try:
+            print(write_saved_model(args.name, args.output, batch=args.batch))
+        except (PolytfError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
     try:
         info = write_model_with_info(args.name, args.output, batch=args.batch, sizes=sizes)
     except (PolytfError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(info.path)
-    for name, shape in info.placeholders:
-        print(f"input: {name}:{','.join(str(d) for d in shape)}")
+    for (name, shape), dtype in zip(info.placeholders, info.placeholder_dtypes):
+        print(f"input: {name}:{','.join(str(d) for d in shape)}" + ("" if dtype == "float32" else f" ({dtype})"))
     print(f"output: {', '.join(info.output_names)}")
     return 0
 

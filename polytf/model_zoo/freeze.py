@@ -18,7 +18,16 @@ model                    placeholder  input shape                output node  ou
 ``inception_v3``         ``input``    ``[batch, 299, 299, 3]``   ``Identity`` ``[batch, 1000]``
 ``densenet121``          ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``efficientnet_b0``      ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
+``xception``             ``input``    ``[batch, 299, 299, 3]``   ``Identity`` ``[batch, 1000]``
+``nasnet_mobile``        ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
+``unet``                 ``input``    ``[batch, 64, 64, 3]``     ``Identity`` ``[batch, 64, 64, 4]``
+``gpt2_block``           ``input``    int32 ``[batch, 64]``      ``Identity`` ``[batch, 64, 128]``
+``bert_encoder``         ``input``,   int32 ``[batch, 64]`` each ``Identity`` ``[batch, 64, 128]``
+                         ``attention_mask``
 ======================== ============ ========================== ============ ==========================
+
+``gpt2_block`` and ``bert_encoder`` take int32 token ids in ``[0, VOCABULARY_SIZE)``
+(:mod:`polytf.model_zoo.language_models`); ``attention_mask`` holds 1 (attend) or 0 (padding).
 
 ``matmul`` is the one model with two placeholders and no weights; its sizes are
 ``sizes=(M, K, N)`` (default 256 x 256 x 256), not ``batch``.
@@ -44,7 +53,9 @@ from polytf.model_zoo.keras_models import (
     mlp,
     odd_matmul,
 )
+from polytf.model_zoo.language_models import bert_encoder, gpt2_block
 from polytf.model_zoo.modern_models import KERAS_APPLICATIONS, keras_application, mobilenet_v2, transformer_encoder
+from polytf.model_zoo.unet import unet
 
 __all__ = [
     "MODEL_NAMES",
@@ -72,6 +83,11 @@ MODEL_NAMES = (
     "inception_v3",
     "densenet121",
     "efficientnet_b0",
+    "xception",
+    "nasnet_mobile",
+    "unet",
+    "gpt2_block",
+    "bert_encoder",
 )
 #: Models whose sizes are given by ``sizes`` (a tuple of ints), not ``batch``.
 SIZED_MODELS = {"matmul": ("M", "K", "N")}
@@ -94,6 +110,7 @@ class ZooModelInfo:
         output_names: output node names (``("Identity",)`` for every zoo model).
         path: the file written, when one was.
         inputs: every placeholder as ``(name, shape)``, in order (empty: just the first one).
+        dtypes: each placeholder's dtype, in the order of :attr:`placeholders` (empty: all float32).
     """
 
     name: str
@@ -102,11 +119,17 @@ class ZooModelInfo:
     output_names: tuple[str, ...]
     path: Path | None = None
     inputs: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    dtypes: tuple[str, ...] = ()
 
     @property
     def placeholders(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
         """Every placeholder as ``(name, static shape)``, in order."""
         return self.inputs or ((self.input_name, self.input_shape),)
+
+    @property
+    def placeholder_dtypes(self) -> tuple[str, ...]:
+        """Every placeholder's dtype (``"float32"``, ``"int32"``, ...), in order."""
+        return self.dtypes or ("float32",) * len(self.placeholders)
 
 
 def _normalize_specs(tf: Any, input_specs: Any) -> list[Any]:
@@ -174,6 +197,11 @@ def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple
         return keras_application(name, b), ((INPUT_NAME, (b, side, side, 3)),)
     if name == "transformer_encoder":
         return transformer_encoder(b), ((INPUT_NAME, (b, 128, 256)),)
+    if name == "unet":
+        return unet(b), ((INPUT_NAME, (b, 64, 64, 3)),)
+    if name in ("gpt2_block", "bert_encoder"):
+        fn = gpt2_block(b) if name == "gpt2_block" else bert_encoder(b)
+        return fn, tuple(fn.input_specs)
     if name == "odd_matmul":
         fn = odd_matmul() if batch is None else odd_matmul(m=batch)
     elif name == "conv_bias_relu":
@@ -223,8 +251,10 @@ def freeze_model(name: str, batch: int | None = None, sizes: Sequence[int] | Non
     graph_def = freeze_to_graphdef(model, list(placeholders))
     consumed = {i.lstrip("^").split(":")[0] for n in graph_def.node for i in n.input}
     outputs = tuple(n.name for n in graph_def.node if n.name not in consumed and n.op not in ("NoOp", "Const", "Placeholder"))
-    (first_name, first_shape), *_ = placeholders
-    return graph_def, ZooModelInfo(name, first_name, first_shape, outputs, None, tuple(placeholders))
+    shapes = tuple((spec[0], tuple(spec[1])) for spec in placeholders)
+    dtypes = tuple(spec[2] if len(spec) > 2 else "float32" for spec in placeholders)
+    (first_name, first_shape), *_ = shapes
+    return graph_def, ZooModelInfo(name, first_name, first_shape, outputs, None, shapes, dtypes)
 
 
 def write_model(name: str, path: str | os.PathLike[str], batch: int | None = 1, sizes: Sequence[int] | None = None) -> Path:
@@ -253,7 +283,7 @@ def write_model_with_info(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(graph_def.SerializeToString(deterministic=True))
-    return ZooModelInfo(info.name, info.input_name, info.input_shape, info.output_names, out, info.inputs)
+    return ZooModelInfo(info.name, info.input_name, info.input_shape, info.output_names, out, info.inputs, info.dtypes)
 
 
 def zoo_models() -> Sequence[str]:

@@ -68,13 +68,16 @@ KERAS_APPLICATIONS: dict[str, tuple[str, int]] = {
     "inception_v3": ("InceptionV3", 299),
     "densenet121": ("DenseNet121", 224),
     "efficientnet_b0": ("EfficientNetB0", 224),
+    "xception": ("Xception", 299),
+    "nasnet_mobile": ("NASNetMobile", 224),
 }
 
 
 def keras_application(name: str, batch: int = 1, seed: int = DEFAULT_SEED) -> Any:
     """``keras.applications.<Class>(weights=None)`` for a zoo name of
     :data:`KERAS_APPLICATIONS` (ResNet50: He et al., CVPR 2016; InceptionV3: Szegedy et al.,
-    CVPR 2016; DenseNet121: Huang et al., CVPR 2017; EfficientNetB0: Tan and Le, ICML 2019),
+    CVPR 2016; DenseNet121: Huang et al., CVPR 2017; EfficientNetB0: Tan and Le, ICML 2019;
+    Xception: Chollet, CVPR 2017; NASNetMobile: Zoph et al., CVPR 2018),
     input ``[batch, side, side, 3]`` (224, or 299 for InceptionV3), 1000 classes, every
     weight and batch-norm statistic from the seeded procedure of
     :func:`randomize_normalization_weights`.

@@ -84,6 +84,7 @@ def lower_group(graph: Graph, group: FusionGroup) -> LoweredKernel:
         try:
             statements.extend(definition.lower(node, inputs, outputs, context))
         except PolytfError as error:
+            error.node_name = node.name  # which node failed, for the host fallback
             raise error.with_context(f"while lowering node '{node.name}' ({node.op})") from None
     for temporary in context.temporaries:
         infos.append(ArrayInfo(temporary.name, temporary.shape, temporary.type.dtype, "temporary", ""))

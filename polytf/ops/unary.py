@@ -1,25 +1,38 @@
 """Element-wise unary math ops: ``Relu6``, ``Neg``, ``Square``, ``Sqrt``, ``Rsqrt``,
-``Exp``, ``Tanh``, ``Sigmoid``, ``Erf``, ``Erfc``.
+``Exp``, ``Tanh``, ``Sigmoid``, ``Erf``, ``Erfc``, ``Log``, ``Log1p``, ``Abs``, ``Sign``,
+``Floor``, ``Ceil``, ``Round``, ``Reciprocal``/``Inv``, and the activations ``LeakyRelu``,
+``Elu``, ``Selu``, ``Softplus``, ``Softsign``.
 
 Sources: TensorFlow op definitions (tensorflow/core/ops/math_ops.cc: ``Neg``, ``Square``,
-``Sqrt``, ``Rsqrt``, ``Exp``, ``Tanh``, ``Sigmoid``, ``Erf``, ``Erfc``;
-tensorflow/core/ops/nn_ops.cc: ``Relu6``). Each maps ``x: [D0, ..., Dn-1] -> y`` of the
-same shape and dtype:
+``Sqrt``, ``Rsqrt``, ``Exp``, ``Tanh``, ``Sigmoid``, ``Erf``, ``Erfc``, ``Log``, ``Log1p``,
+``Abs``, ``Sign``, ``Floor``, ``Ceil``, ``Round``, ``Reciprocal``, ``Inv``;
+tensorflow/core/ops/nn_ops.cc: ``Relu6``, ``LeakyRelu``, ``Elu``, ``Selu``, ``Softplus``,
+``Softsign``) and their Eigen functors (tensorflow/core/kernels/relu_op_functor.h,
+softplus_op.h). Each maps ``x: [D0, ..., Dn-1] -> y`` of the same shape and dtype:
 
-* ``Relu6(x) = min(max(x, 0), 6)``
-* ``Neg(x) = -x``, ``Square(x) = x * x``
+* ``Relu6(x) = min(max(x, 0), 6)``; ``LeakyRelu(x) = x > 0 ? x : alpha x`` (attr
+  ``alpha``, default 0.2), as ``max(x, alpha x)`` (``min`` for ``alpha > 1``)
+* ``Neg(x) = -x``, ``Square(x) = x * x``, ``Abs``, ``Sign`` (+0 for zeros)
 * ``Sqrt(x)``, ``Rsqrt(x) = 1 / sqrt(x)`` (NaN for ``x < 0``, ``inf`` at 0)
 * ``Exp``, ``Tanh``, ``Sigmoid(x) = 1 / (1 + exp(-x))``, ``Erf``, ``Erfc(x) = 1 - erf(x)``
+* ``Log`` (``-inf`` at 0, NaN below), ``Log1p(x) = log(1 + x)``
+* ``Floor``, ``Ceil``, ``Round`` (half to even, as TensorFlow), ``Reciprocal(x) = Inv(x) = 1 / x``
+* ``Elu(x) = x > 0 ? x : expm1(x)``, written ``max(x, 0) + min(expm1(x), 0)``;
+  ``Selu(x) = scale * (x > 0 ? x : alpha expm1(x))`` with TensorFlow's constants
+* ``Softplus(x) = log(1 + exp(x))``, in the stable form ``max(x, 0) + log1p(exp(-|x|))``
+* ``Softsign(x) = x / (1 + |x|)``
 
 The numpy references compute in float64 and round to float32 (the correctly rounded
-result, which TensorFlow's Eigen kernels match to a few ulp). ``Neg`` and ``Square`` also
-fold int32/int64 compile-time constants (shape arithmetic), keeping the dtype.
+result, which TensorFlow's Eigen kernels match to a few ulp). ``Neg``, ``Square``, ``Abs``
+and ``Sign`` also fold int32/int64 compile-time constants (shape arithmetic), keeping the
+dtype.
 
 Lowering: one statement over the output shape, ``S[d...]: Y[d...] = f(X[d...])``, with
-``f`` a :class:`~polytf.poly.expression.Unary` (``Relu6``: ``min(max(x, 0), 6)``).
+``f`` built from :class:`~polytf.poly.expression.Unary` and ``Binary`` operators.
 Category ELEMENTWISE, so each fuses into the group of its producer; the code generator
-emits exp, tanh, sigmoid, erf and erfc as vectorisable straight-line code
-(:mod:`polytf.targets.math_functions`).
+emits exp, expm1, log, log1p, tanh, sigmoid, erf, erfc and sign as vectorisable
+straight-line code (:mod:`polytf.targets.math_functions`) and floor, ceil, round and abs
+as LLVM intrinsics that are single vector instructions.
 """
 
 from __future__ import annotations
@@ -30,29 +43,84 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import UNARY_OPS, Access, Binary, Constant, Expr, Load, Unary
+from polytf.poly.expression import BINARY_OPS, UNARY_OPS, Access, Binary, Constant, Expr, Load, Unary
 from polytf.poly.statement import Statement
 
 
-def _relu6(x: Expr) -> Expr:
+def _relu6(x: Expr, node) -> Expr:
     return Binary("min", Binary("max", x, Constant(0.0)), Constant(6.0))
 
 
-#: op -> (body of the statement from the loaded element, whether integer constants fold)
-_UNARY: dict[str, tuple[Callable[[Expr], Expr], bool]] = {
+def _leaky_relu(x: Expr, node) -> Expr:
+    alpha = float(node.attr("alpha", 0.2))
+    return Binary("max" if alpha <= 1.0 else "min", x, Binary("mul", Constant(alpha), x))
+
+
+def _negative_part(x: Expr) -> Expr:
+    """``min(expm1(x), 0)``: ``expm1(x)`` for ``x <= 0``, 0 above."""
+    return Binary("min", Unary("expm1", x), Constant(0.0))
+
+
+def _elu(x: Expr, node) -> Expr:
+    return Binary("add", Binary("max", x, Constant(0.0)), _negative_part(x))
+
+
+#: Selu's constants (tensorflow/core/kernels/relu_op_functor.h; Klambauer et al., NeurIPS 2017).
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _selu(x: Expr, node) -> Expr:
+    positive = Binary("max", x, Constant(0.0))
+    return Binary("mul", Constant(SELU_SCALE), Binary("add", positive, Binary("mul", Constant(SELU_ALPHA), _negative_part(x))))
+
+
+def _softplus(x: Expr, node) -> Expr:
+    tail = Unary("log1p", Unary("exp", Unary("neg", Unary("abs", x))))
+    return Binary("add", Binary("max", x, Constant(0.0)), tail)
+
+
+def _softsign(x: Expr, node) -> Expr:
+    return Binary("div", x, Binary("add", Constant(1.0), Unary("abs", x)))
+
+
+def _reciprocal(x: Expr, node) -> Expr:
+    return Binary("div", Constant(1.0), x)
+
+
+def _unary(name: str) -> Callable[[Expr, object], Expr]:
+    return lambda x, node: Unary(name, x)
+
+
+#: op -> (body of the statement from the loaded element and the node, whether integer constants fold)
+_UNARY: dict[str, tuple[Callable[[Expr, object], Expr], bool]] = {
     "Relu6": (_relu6, False),
-    "Neg": (lambda x: Unary("neg", x), True),
-    "Square": (lambda x: Unary("square", x), True),
-    "Sqrt": (lambda x: Unary("sqrt", x), False),
-    "Rsqrt": (lambda x: Unary("rsqrt", x), False),
-    "Exp": (lambda x: Unary("exp", x), False),
-    "Tanh": (lambda x: Unary("tanh", x), False),
-    "Sigmoid": (lambda x: Unary("sigmoid", x), False),
-    "Erf": (lambda x: Unary("erf", x), False),
-    "Erfc": (lambda x: Unary("erfc", x), False),
+    "Neg": (_unary("neg"), True),
+    "Square": (_unary("square"), True),
+    "Sqrt": (_unary("sqrt"), False),
+    "Rsqrt": (_unary("rsqrt"), False),
+    "Exp": (_unary("exp"), False),
+    "Tanh": (_unary("tanh"), False),
+    "Sigmoid": (_unary("sigmoid"), False),
+    "Erf": (_unary("erf"), False),
+    "Erfc": (_unary("erfc"), False),
+    "Log": (_unary("log"), False),
+    "Log1p": (_unary("log1p"), False),
+    "Abs": (_unary("abs"), True),
+    "Sign": (_unary("sign"), True),
+    "Floor": (_unary("floor"), False),
+    "Ceil": (_unary("ceil"), False),
+    "Round": (_unary("round"), False),
+    "Reciprocal": (_reciprocal, False),
+    "Inv": (_reciprocal, False),
+    "LeakyRelu": (_leaky_relu, False),
+    "Elu": (_elu, False),
+    "Selu": (_selu, False),
+    "Softplus": (_softplus, False),
+    "Softsign": (_softsign, False),
 }
 
-_SOURCES = {"Relu6": "tensorflow/core/ops/nn_ops.cc: Relu6"}
+_SOURCES = {op: f"tensorflow/core/ops/nn_ops.cc: {op}" for op in ("Relu6", "LeakyRelu", "Elu", "Selu", "Softplus", "Softsign")}
 
 
 def infer(node, input_types, input_constants):
@@ -75,12 +143,12 @@ def _numpy_value(expression: Expr, x: np.ndarray) -> np.ndarray:
     if isinstance(expression, Unary):
         return UNARY_OPS[expression.op](_numpy_value(expression.operand, x))
     if isinstance(expression, Binary):
-        return {"min": np.minimum, "max": np.maximum}[expression.op](_numpy_value(expression.lhs, x), _numpy_value(expression.rhs, x))
+        return BINARY_OPS[expression.op](_numpy_value(expression.lhs, x), _numpy_value(expression.rhs, x))
     raise TypeError(f"unexpected expression {expression!r}")
 
 
 def reference(node, inputs):
-    """float32 result, computed in float64 and rounded; integer ``Neg``/``Square`` keep the dtype.
+    """float32 result, computed in float64 and rounded; integer ``Neg``/``Square``/``Abs``/``Sign`` keep the dtype.
 
     Raises:
         ShapeError: not exactly one input.
@@ -90,10 +158,10 @@ def reference(node, inputs):
     body, integer_ok = _UNARY[node.op]
     x = np.asarray(inputs[0])
     if integer_ok and np.issubdtype(x.dtype, np.integer):
-        return (np.asarray(_numpy_value(body(Load(Access.of("x"))), x), dtype=x.dtype),)
+        return (np.asarray(_numpy_value(body(Load(Access.of("x")), node), x), dtype=x.dtype),)
     value = np.asarray(x, dtype=np.float32).astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        result = _numpy_value(body(Load(Access.of("x"))), value)
+        result = _numpy_value(body(Load(Access.of("x")), node), value)
     return (np.asarray(result, dtype=np.float32),)
 
 
@@ -103,7 +171,7 @@ def lower(node, inputs, outputs, context):
     (y,) = outputs
     iterators = tuple(f"d{i}" for i in range(len(y.shape)))
     body, _ = _UNARY[node.op]
-    value = body(Load(Access.of(x.name, *iterators)))
+    value = body(Load(Access.of(x.name, *iterators)), node)
     return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
 
 

@@ -38,6 +38,15 @@ def reference_identity(node, inputs):
     return (np.asarray(inputs[0]),)
 
 
+def infer_identity_n(node, input_types, input_constants):
+    """``IdentityN(x0, ..., xN-1) -> (x0, ..., xN-1)``: output ``k`` is input ``k``."""
+    return tuple(input_types)
+
+
+def reference_identity_n(node, inputs):
+    return tuple(np.asarray(x) for x in inputs)
+
+
 # --- Reshape -------------------------------------------------------------------------
 
 
@@ -173,6 +182,19 @@ IDENTITY = register(
         None,
         data_inputs=(0,),
         source="tensorflow/core/ops/array_ops.cc: Identity",
+    )
+)
+#: Keras' activations with a custom gradient (swish/silu) freeze to ``IdentityN``; the
+#: identity removal pass forwards each output to its input, so it never reaches lowering.
+IDENTITY_N = register(
+    OpDefinition(
+        "IdentityN",
+        VIEW,
+        infer_identity_n,
+        reference_identity_n,
+        None,
+        source="tensorflow/core/ops/array_ops.cc: IdentityN",
+        dtypes=("float32", "int32", "int64", "bool"),
     )
 )
 RESHAPE = register(

@@ -211,11 +211,29 @@ def _rsqrt(x):
         return 1.0 / np.sqrt(np.asarray(x, dtype=np.float64))
 
 
+def _log1p(x):
+    """``log(1 + x)``, accurate for small ``|x|`` (``numpy.log1p``)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log1p(x)
+
+
+def _log(x):
+    """Natural logarithm (``-inf`` at 0, NaN below)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(x)
+
+
 #: Unary operators and their numpy meaning (used by the reference interpreter).
 UNARY_OPS = {
     "neg": np.negative,
     "exp": np.exp,
-    "log": np.log,
+    "log": _log,
+    "log1p": _log1p,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.rint,  # half to even, as TensorFlow's Round
+    "sign": lambda x: np.sign(x) + 0.0,  # +0 for both zeros, as TensorFlow's Sign
+    "expm1": np.expm1,
     "sqrt": np.sqrt,
     "rsqrt": _rsqrt,
     "abs": np.abs,
@@ -232,8 +250,10 @@ BINARY_OPS = {
     "sub": np.subtract,
     "mul": np.multiply,
     "div": np.divide,
-    "max": np.maximum,
-    "min": np.minimum,
+    "max": np.fmax,  # NaN only when both are NaN (llvm.maxnum), as Relu's max(x, 0)
+    "min": np.fmin,
+    "maximum": np.maximum,  # NaN when either is NaN, as TensorFlow's Maximum (llvm.maximum)
+    "minimum": np.minimum,
 }
 
 

@@ -29,9 +29,11 @@ from polytf.runtime.execution_context import (
     PRIVATE,
     ContextPool,
     ExecutionContext,
+    HostPlan,
     KernelPlan,
     SlotBinding,
 )
+from polytf.runtime.host_fallback import HostStep
 from polytf.runtime.timing import call_latencies
 from polytf.targets.target import CompiledKernel
 
@@ -53,7 +55,8 @@ class CompiledModel:
 
     Args:
         graph: the typed graph the kernels were compiled from.
-        kernels: lowered kernels and their compiled code, in execution order.
+        kernels: lowered kernels and their compiled code, and the host steps
+            (:class:`~polytf.runtime.host_fallback.HostStep`) between them, in execution order.
         threads: threads each parallel kernel uses.
 
     Attributes:
@@ -66,14 +69,25 @@ class CompiledModel:
         ShapeError: a buffer does not fit its kernel (a polytf bug).
     """
 
-    def __init__(self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CompiledKernel]], threads: int, source: str = "") -> None:
+    def __init__(
+        self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CompiledKernel] | HostStep], threads: int, source: str = ""
+    ) -> None:
+        host_steps = [step for step in kernels if isinstance(step, HostStep)]
+        self.host_nodes = tuple(step.node for step in host_steps)
         self.graph = graph
         self.threads = int(threads)
         self.source = source or graph.source
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
         self.output_names = tuple(output_key(t) for t in graph.outputs)
         placeholders = {p.output(0): p.name for p in graph.placeholders}
-        produced = {resolve_view(graph, info.tensor) for lowered, _ in kernels for info in lowered.scop.arrays if info.role == "output"}
+        produced = {
+            resolve_view(graph, info.tensor)
+            for item in kernels
+            if not isinstance(item, HostStep)
+            for info in item[0].scop.arrays
+            if info.role == "output"
+        }
+        produced |= {tensor for step in host_steps for tensor in step.outputs}
         output_storages = {resolve_view(graph, t) for t in graph.outputs}
         #: kernel-produced outputs are written straight into fresh arrays on each call
         self._direct_outputs = tuple(sorted(output_storages & produced))
@@ -82,7 +96,12 @@ class CompiledModel:
         self._constants: dict[str, np.ndarray] = {}
         intermediates: dict[str, tuple[tuple[int, ...], str]] = {}
         plans = []
-        for lowered, kernel in kernels:
+        read_later = {resolve_view(graph, t) for item in kernels for t in (item.inputs if isinstance(item, HostStep) else item[0].array_tensors.values()) if t}
+        for item in kernels:
+            if isinstance(item, HostStep):
+                plans.append(self._host_plan(item, placeholders, produced, intermediates, read_later))
+                continue
+            lowered, kernel = item
             bindings = []
             packed = self._packed_constants(lowered, kernel)
             for info in kernel.arrays:
@@ -109,7 +128,8 @@ class CompiledModel:
                 else:
                     raise GraphError(f"kernel {kernel.scop.name} reads '{storage}', which no kernel, placeholder or constant provides")
             plans.append(KernelPlan(kernel, tuple(bindings)))
-        self._plans = tuple(plans)
+        self._plans = tuple(p for p in plans if isinstance(p, KernelPlan))
+        self._steps = tuple(plans)
         self._outputs = [(output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs]
         for _, storage, _ in self._outputs:
             if storage not in produced and storage not in placeholders:
@@ -143,8 +163,34 @@ class CompiledModel:
             values[name] = self._constant(storage).reshape(lowered.scop.array(name).shape)
         return packed_constants(kernel, values)
 
+    def _host_plan(self, step: HostStep, placeholders, produced, intermediates, read_later) -> HostPlan:
+        """Where a host step reads and writes (the buffers of the kernels around it)."""
+        sources = []
+        for tensor in step.inputs:
+            storage = resolve_view(self.graph, tensor)
+            if storage in placeholders:
+                sources.append(SlotBinding(INPUT, placeholders[storage]))
+            elif storage in self.graph.constants:
+                self._constant(storage)
+                sources.append(SlotBinding(CONSTANT, storage))
+            elif storage in self._direct_outputs:
+                sources.append(SlotBinding(OUTPUT, storage))
+            elif storage in produced:
+                intermediates[storage] = (tuple(self.graph.types[storage].shape), self.graph.types[storage].dtype)
+                sources.append(SlotBinding(INTERMEDIATE, storage))
+            else:
+                raise GraphError(f"host node '{step.node.name}' reads '{storage}', which no kernel, placeholder or constant provides")
+        destinations = []
+        for tensor in step.outputs:
+            if tensor in self._direct_outputs:
+                destinations.append((tensor, SlotBinding(OUTPUT, tensor)))
+            elif tensor in read_later:
+                intermediates[tensor] = (tuple(self.graph.types[tensor].shape), self.graph.types[tensor].dtype)
+                destinations.append((tensor, SlotBinding(INTERMEDIATE, tensor)))
+        return HostPlan(step, tuple(sources), tuple(destinations))
+
     def _new_context(self) -> ExecutionContext:
-        return ExecutionContext(self._plans, self._constants, self._intermediate_types)
+        return ExecutionContext(self._steps, self._constants, self._intermediate_types)
 
     @property
     def kernels(self) -> tuple[CompiledKernel, ...]:

@@ -10,7 +10,8 @@ in use, so concurrent calls never share a buffer and the pool grows to the large
 concurrency seen.
 
 Every buffer a context allocates is bound (and so size-checked) once, when the context
-is built; only the caller's arrays (inputs, fresh outputs) are bound on each call.
+is built; only the caller's arrays (inputs, fresh outputs) are bound on each call. Host
+steps (:mod:`polytf.runtime.host_fallback`) run between the kernels on the same buffers.
 """
 
 from __future__ import annotations
@@ -57,6 +58,22 @@ class KernelPlan:
     bindings: tuple[SlotBinding, ...]
 
 
+@dataclass(frozen=True)
+class HostPlan:
+    """One host step of a model: where each input comes from and where each output goes.
+
+    Attributes:
+        step: the host step.
+        sources: per input tensor, its buffer (CONSTANT, INPUT, OUTPUT or INTERMEDIATE).
+        destinations: per output tensor that someone reads, ``(tensor, binding)`` with
+            binding kind OUTPUT or INTERMEDIATE.
+    """
+
+    step: object  # HostStep (kept untyped: the runtime's host module imports this one)
+    sources: tuple[SlotBinding, ...]
+    destinations: tuple[tuple[str, SlotBinding], ...]
+
+
 class ExecutionContext:
     """Buffers and argument tables for one call at a time.
 
@@ -71,15 +88,23 @@ class ExecutionContext:
 
     def __init__(
         self,
-        plans: Sequence[KernelPlan],
+        plans: Sequence[KernelPlan | HostPlan],
         constants: Mapping[str, np.ndarray],
         intermediate_types: Mapping[str, tuple[tuple[int, ...], str]],
     ) -> None:
         self._intermediates = {storage: aligned_empty(shape, dtype) for storage, (shape, dtype) in intermediate_types.items()}
+        self._constants = constants
         self._tables: list[ArgumentTable] = []
         #: per table, the (slot, binding) pairs bound on each call
         self._per_call: list[list[tuple[int, SlotBinding]]] = []
+        #: execution order: an argument table or a host plan
+        self._steps: list[ArgumentTable | HostPlan] = []
+        self._inputs: Mapping[str, np.ndarray] = {}
+        self._outputs: Mapping[str, np.ndarray] = {}
         for plan in plans:
+            if isinstance(plan, HostPlan):
+                self._steps.append(plan)
+                continue
             table = ArgumentTable(plan.kernel)
             per_call = []
             for slot, binding in enumerate(plan.bindings):
@@ -91,6 +116,7 @@ class ExecutionContext:
                     per_call.append((slot, binding))
             table.allocate_unbound()  # temporaries and scratch (PRIVATE), zero-filled scratch
             self._tables.append(table)
+            self._steps.append(table)
             self._per_call.append(per_call)
 
     def bind(self, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray]) -> None:
@@ -103,11 +129,28 @@ class ExecutionContext:
         for table, per_call in zip(self._tables, self._per_call):
             for slot, binding in per_call:
                 table.bind(slot, (inputs if binding.kind == INPUT else outputs)[binding.key])
+        self._inputs, self._outputs = inputs, outputs
 
     def run(self, threads: int) -> None:
-        """Run every kernel once, in order, on the bound arrays."""
-        for table in self._tables:
-            table.run(threads)
+        """Run every kernel and host step once, in order, on the bound arrays."""
+        for step in self._steps:
+            if isinstance(step, HostPlan):
+                self._run_host(step)
+            else:
+                step.run(threads)
+
+    def _buffer(self, binding: SlotBinding) -> np.ndarray:
+        if binding.kind == CONSTANT:
+            return self._constants[binding.key]
+        if binding.kind == INPUT:
+            return self._inputs[binding.key]
+        if binding.kind == OUTPUT:
+            return self._outputs[binding.key]
+        return self._intermediates[binding.key]
+
+    def _run_host(self, plan: HostPlan) -> None:
+        sources = dict(zip(plan.step.inputs, plan.sources))
+        plan.step.run(lambda tensor: self._buffer(sources[tensor]), {tensor: self._buffer(b) for tensor, b in plan.destinations})
 
     def kernel_latencies(self, threads: int, repeats: int, warmup: int = 1) -> list[list[float]]:
         """Per kernel (execution order), the seconds of each of ``repeats`` calls of that kernel
@@ -121,6 +164,7 @@ class ExecutionContext:
         for table, per_call in zip(self._tables, self._per_call):
             for slot, _ in per_call:
                 table.unbind(slot)
+        self._inputs, self._outputs = {}, {}
 
 
 class ContextPool:

@@ -18,14 +18,15 @@ from polytf.config import CodegenConfig, code_knobs, default_thread_count
 from polytf.errors import PolytfError
 from polytf.frontend import load_graph
 from polytf.graph import Graph
-from polytf.graph.passes.fusion import FusionGroup, partition
+from polytf.graph.passes.fusion import FusionGroup
 from polytf.graph.passes.pipeline import optimize
 from polytf.graph.passes.pruning import prune_to_outputs
 from polytf.graph.passes.report import PassReport
-from polytf.ops.lowering import LoweredKernel, lower_group
+from polytf.ops.lowering import LoweredKernel
 from polytf.ops.shape_inference import infer_types
 from polytf.runtime.cache import CacheKey, KernelCache, warn_ignored_record
 from polytf.runtime.compiled_model import CompiledModel
+from polytf.runtime.host_fallback import HostNode, HostStep, lower_with_fallback
 from polytf.runtime.tuning_record import TuningRecord
 from polytf.schedules.builder import ScheduledScop, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
@@ -39,15 +40,24 @@ class PreparedModel:
 
     Attributes:
         graph: typed and optimized graph.
-        groups: fusion groups in execution order.
-        kernels: their lowered Scops, same order.
+        groups: fusion groups in execution order, host groups (``on_host``) included.
+        kernels: the lowered Scops of the compiled groups, same order.
         passes: what each graph pass changed, in the order they ran (all rounds).
+        host_nodes: the nodes that run on the host, with the reason
+            (:mod:`polytf.runtime.host_fallback`).
     """
 
     graph: Graph
     groups: tuple[FusionGroup, ...]
     kernels: tuple[LoweredKernel, ...]
     passes: tuple[PassReport, ...]
+    host_nodes: tuple[HostNode, ...] = ()
+
+    def steps(self) -> list[LoweredKernel | HostStep]:
+        """Kernels and host steps in execution order."""
+        kernels = iter(self.kernels)
+        host = {node.name: node for node in self.host_nodes}
+        return [HostStep.of(self.graph, group, host[group.nodes[0]]) if group.on_host else next(kernels) for group in self.groups]
 
 
 def prepare_graph(
@@ -55,10 +65,11 @@ def prepare_graph(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,
     optimize_graph: bool = True,
+    signature: str | None = None,
 ) -> tuple[Graph, tuple[PassReport, ...]]:
     """Read ``path``, infer its types and run the graph passes; returns the typed graph and
     what each pass changed (see :func:`prepare_model` for the arguments and errors)."""
-    graph = load_graph(path, outputs=outputs)
+    graph = load_graph(path, outputs=outputs, signature=signature)
     typed = infer_types(graph, input_shapes)
     if not optimize_graph:
         pruned, report = prune_to_outputs(typed)
@@ -74,25 +85,30 @@ def prepare_model(
     outputs: Sequence[str] | None = None,
     fuse: bool = True,
     optimize_graph: bool = True,
+    fallback: bool = True,
+    signature: str | None = None,
 ) -> PreparedModel:
     """Read ``path`` and lower it to kernels.
 
     Args:
-        path: frozen GraphDef (``.pb``/``.pbtxt``).
+        path: frozen GraphDef (``.pb``/``.pbtxt``) or SavedModel directory.
         input_shapes: placeholder name -> shape, for unknown dimensions.
         outputs: output node or tensor names (default: the graph's sinks).
         fuse: False puts every compute node in its own kernel.
         optimize_graph: False runs only pruning instead of every graph pass (for comparisons).
+        fallback: nodes with a numpy reference that polytf cannot lower run on the host
+            (:mod:`polytf.runtime.host_fallback`); False refuses them.
+        signature: SavedModel signature (default ``serving_default``).
 
     Raises:
         GraphError: unreadable file or malformed graph (names the file).
-        UnsupportedOpError: every unsupported node, in one message.
+        UnsupportedOpError: every unsupported node, in one message (with ``fallback=False``
+            also every node that would run on the host).
         ShapeError: shapes that cannot be inferred (says how to fix them).
     """
-    graph, reports = prepare_graph(path, input_shapes, outputs, optimize_graph)
-    groups = partition(graph, fuse=fuse)
-    kernels = tuple(lower_group(graph, group) for group in groups)
-    return PreparedModel(graph, groups, kernels, reports)
+    graph, reports = prepare_graph(path, input_shapes, outputs, optimize_graph, signature)
+    groups, kernels, host_nodes = lower_with_fallback(graph, fuse=fuse, fallback=fallback)
+    return PreparedModel(graph, groups, kernels, reports, host_nodes)
 
 
 def cache_key(kernel: LoweredKernel, target: Target, threads: int, codegen: CodegenConfig) -> CacheKey:
@@ -142,10 +158,13 @@ def build_model(
     threads = threads or default_thread_count()
     recipes = recipes or {}
     cached = cached or {}
-    compiled = []
+    compiled: list[tuple[LoweredKernel, CompiledKernel] | HostStep] = []
     tuned = []
     rejected: set[Path] = set()
-    for kernel in prepared.kernels:
+    for kernel in prepared.steps():
+        if isinstance(kernel, HostStep):
+            compiled.append(kernel)
+            continue
         name = kernel.scop.name
         if progress:
             progress(name)
@@ -224,6 +243,8 @@ def load_model(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,
     threads: int | None = None,
+    fallback: bool = True,
+    signature: str | None = None,
 ) -> CompiledModel:
     """A CompiledModel of ``path`` built from the tuning cache (untuned kernels, and
     kernels whose record cannot be used, get the default recipe; the latter with a
@@ -231,6 +252,6 @@ def load_model(
     threads = threads or default_thread_count()
     codegen = CodegenConfig()
     target = CpuTarget(codegen)
-    prepared = prepare_model(path, input_shapes, outputs)
+    prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
     cached = cached_recipes(prepared, KernelCache(cache_dir), target, threads, codegen)
     return build_model(prepared, target=target, threads=threads, cached=cached)

@@ -9,7 +9,10 @@ other inputs come from the graph's sources or from groups created earlier, so th
 groups stay acyclic. A group holds at most ``GraphPassConfig.max_fusion_group_nodes``
 nodes: a longer chain becomes several kernels, so that the polyhedral work per kernel is
 bounded and compile time grows linearly with the graph. View ops (Identity, Reshape,
-Squeeze) emit no code: their output aliases their input's buffer.
+Squeeze) emit no code: their output aliases their input's buffer. Nodes that run on the
+host (through their numpy reference: :mod:`polytf.runtime.host_fallback`) each form a
+group of their own that nothing fuses into, as XLA leaves unclustered nodes to
+TensorFlow's executor (tensorflow/compiler/jit/mark_for_compilation_pass.cc).
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ class FusionGroup:
         nodes: compute node names, in program order; the first is the anchor.
         inputs: tensors read from outside the group.
         outputs: tensors produced in the group and needed outside it.
+        on_host: the group is one node that runs on the host through its numpy reference.
     """
 
     name: str
     nodes: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    on_host: bool = False
 
 
 def resolve_view(graph: Graph, tensor: str) -> str:
@@ -65,11 +70,22 @@ def data_inputs(graph: Graph, node_name: str) -> tuple[str, ...]:
     return tuple(node.inputs[i] for i in definition.data_input_indices(len(node.inputs)))
 
 
+def output_tensors(graph: Graph, node_name: str) -> tuple[str, ...]:
+    """Every output tensor of a typed node (``node:0``, ``node:1``, ...)."""
+    node = graph.nodes[node_name]
+    tensors = []
+    while node.output(len(tensors)) in graph.types:
+        tensors.append(node.output(len(tensors)))
+    return tuple(tensors)
+
+
 def kernel_name(index: int, node_name: str) -> str:
     return f"k{index}_" + re.sub(r"[^A-Za-z0-9_]", "_", node_name)[-48:]
 
 
-def partition(graph: Graph, fuse: bool = True, max_group_nodes: int | None = None) -> tuple[FusionGroup, ...]:
+def partition(
+    graph: Graph, fuse: bool = True, max_group_nodes: int | None = None, host_nodes: frozenset[str] = frozenset()
+) -> tuple[FusionGroup, ...]:
     """Fusion groups of ``graph`` (typed), in an order that respects dependences.
 
     Args:
@@ -77,6 +93,8 @@ def partition(graph: Graph, fuse: bool = True, max_group_nodes: int | None = Non
         max_group_nodes: most nodes in one group (default
             ``GraphPassConfig.max_fusion_group_nodes``); a node that would make a group
             longer starts a new one.
+        host_nodes: nodes that run on the host: each is a group of its own
+            (``on_host``), and no node fuses into it.
     """
     if max_group_nodes is None:
         max_group_nodes = GraphPassConfig().max_fusion_group_nodes
@@ -88,11 +106,11 @@ def partition(graph: Graph, fuse: bool = True, max_group_nodes: int | None = Non
             continue
         node = graph.nodes[name]
         target = None
-        if fuse and lookup(node.op).category == ELEMENTWISE:
+        if fuse and name not in host_nodes and lookup(node.op).category == ELEMENTWISE:
             output_type = graph.types[node.output(0)]
             for tensor in data_inputs(graph, name):
                 producer = graph.producer(tensor).name
-                if producer in group_of_node and graph.types[tensor].shape == output_type.shape:
+                if producer in group_of_node and producer not in host_nodes and graph.types[tensor].shape == output_type.shape:
                     candidate = group_of_node[producer]
                     if len(members[candidate]) < max_group_nodes and _inputs_allowed(graph, name, candidate, group_of_node):
                         target = candidate
@@ -111,15 +129,18 @@ def partition(graph: Graph, fuse: bool = True, max_group_nodes: int | None = Non
         inside = set(names)
         inputs: dict[str, None] = {}  # ordered set: first use first
         outputs: list[str] = []
+        on_host = names[0] in host_nodes
         for name in names:
-            for tensor in data_inputs(graph, name):
+            node = graph.nodes[name]
+            for tensor in node.inputs if on_host else data_inputs(graph, name):
                 if graph.producer(tensor).name not in inside:
                     inputs.setdefault(tensor)
-            produced = graph.nodes[name].output(0)
-            used_outside = any(c.name not in inside for c in _consumers_through_views(graph, produced, consumers))
-            if used_outside or produced in outputs_wanted:
-                outputs.append(produced)
-        groups.append(FusionGroup(kernel_name(index, names[0]), tuple(names), tuple(inputs), tuple(outputs)))
+            for produced in output_tensors(graph, name) if on_host else (node.output(0),):
+                used_outside = any(c.name not in inside for c in _consumers_through_views(graph, produced, consumers))
+                if used_outside or produced in outputs_wanted:
+                    outputs.append(produced)
+        name = ("host" if on_host else "k") + kernel_name(index, names[0])[1:]
+        groups.append(FusionGroup(name, tuple(names), tuple(inputs), tuple(outputs), on_host))
     return tuple(groups)
 
 

@@ -1,16 +1,18 @@
-"""Identity removal: drop ``Identity``, ``StopGradient``, ``Snapshot`` and ``NoOp`` nodes
-and the control edges that order nothing.
+"""Identity removal: drop ``Identity``, ``IdentityN``, ``StopGradient``, ``Snapshot`` and
+``NoOp`` nodes and the control edges that order nothing.
 
 Sources: Grappler's dependency optimizer and arithmetic optimizer
 (tensorflow/core/grappler/optimizers/dependency_optimizer.cc,
 ``RemoveIdentityTranspose``/``RemoveRedundant...`` in arithmetic_optimizer.cc); the op
-definitions ``Identity``, ``StopGradient``, ``Snapshot`` (tensorflow/core/ops/array_ops.cc:
-all return their input at inference time) and ``NoOp`` (no_op.cc).
+definitions ``Identity``, ``IdentityN``, ``StopGradient``, ``Snapshot``
+(tensorflow/core/ops/array_ops.cc: all return their inputs at inference time) and ``NoOp``
+(no_op.cc).
 
 Rewrites:
 
 * an identity-like node ``I = Identity(t)`` whose output is no graph output: its readers
-  read ``t`` (chains collapse);
+  read ``t`` (chains collapse); likewise ``IdentityN(t0, ..., tN-1)`` (Keras' swish with
+  its custom gradient freezes to one): readers of ``I:k`` read ``tk``;
 * ``NoOp``: removed; a ``^NoOp`` control input is replaced by the NoOp's own control inputs;
 * a control input onto a node without side effects (every op polytf registers, identities
   and NoOps) orders nothing at inference time and is dropped; control inputs onto
@@ -32,12 +34,14 @@ from polytf.ops import registry
 
 #: Ops that return their single data input unchanged at inference time.
 IDENTITY_OPS = frozenset({"Identity", "StopGradient", "Snapshot"})
+#: Ops whose output ``k`` is their data input ``k``.
+MULTI_IDENTITY_OPS = frozenset({"IdentityN"})
 
 
 def has_side_effects(op: str) -> bool:
     """False for ops known to be pure: identities, ``NoOp`` and every op polytf registers
     (all of them are functions of their inputs); True for unknown ops."""
-    return not (op in IDENTITY_OPS or op == "NoOp" or registry.lookup(op) is not None)
+    return not (op in IDENTITY_OPS or op in MULTI_IDENTITY_OPS or op == "NoOp" or registry.lookup(op) is not None)
 
 
 def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
@@ -82,6 +86,12 @@ def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
             removed[node.op] += 1
         elif node.op in IDENTITY_OPS and len(node.inputs) == 1 and name not in editor.output_nodes:
             forwarded[node.output(0)] = node.inputs[0]
+            released[name] = controls
+            editor.remove(name)
+            removed[node.op] += 1
+        elif node.op in MULTI_IDENTITY_OPS and node.inputs and name not in editor.output_nodes:
+            for port, tensor in enumerate(node.inputs):
+                forwarded[node.output(port)] = tensor
             released[name] = controls
             editor.remove(name)
             removed[node.op] += 1

@@ -137,3 +137,32 @@ def test_missing_tensorflow_is_reported(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "tensorflow", None)
     with pytest.raises(DependencyMissingError, match=r"pip install 'polytf\[tensorflow\]'"):
         import_tensorflow()
+
+
+@pytest.mark.parametrize(
+    ("name", "placeholders", "ops"),
+    [
+        ("gpt2_block", {"input": ("int32", (1, 64))}, {"GatherV2", "MatrixBandPart", "SelectV2", "Fill", "Pow", "Tanh", "Split"}),
+        ("bert_encoder", {"input": ("int32", (1, 64)), "attention_mask": ("int32", (1, 64))}, {"GatherV2", "Cast", "Erfc"}),
+        ("unet", {"input": ("float32", (1, 64, 64, 3))}, {"Conv2DBackpropInput", "ResizeBilinear", "ConcatV2", "MaxPool"}),
+    ],
+)
+def test_coverage_models_carry_the_ops_they_exist_for(frozen_model, name, placeholders, ops) -> None:
+    graph = load_graph(frozen_model(name, 1))
+    found = {n.name: (n.attr("dtype"), n.attr("shape")) for n in graph.placeholders}
+    assert found == placeholders
+    assert ops <= {n.op for n in graph.nodes.values()}
+    assert graph.outputs == ("Identity:0",)
+
+
+def test_zoo_writes_a_saved_model_with_its_signature(tmp_path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    from polytf.model_zoo.saved_models import SIGNATURE_NAME, SIGNATURE_OUTPUT, write_saved_model
+
+    directory = write_saved_model("cifar_cnn", tmp_path / "cifar")
+    assert (directory / "saved_model.pb").is_file() and any((directory / "variables").iterdir())
+    signature = tf.saved_model.load(str(directory)).signatures[SIGNATURE_NAME]
+    assert list(signature.structured_outputs) == [SIGNATURE_OUTPUT]
+    assert [spec.name for spec in signature.structured_input_signature[1].values()] == ["input"]
+    with pytest.raises(ValueError, match="no SavedModel export"):
+        write_saved_model("matmul", tmp_path / "m")

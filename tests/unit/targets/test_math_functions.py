@@ -30,7 +30,39 @@ def _sigmoid(x: float) -> float:
     return e / (1.0 + e)
 
 
-TRUTH = {"exp": lambda x: math.exp(x) if x < 710 else math.inf, "tanh": math.tanh, "sigmoid": _sigmoid, "erf": math.erf, "erfc": math.erfc}
+def _log(x: float) -> float:
+    if x < 0 or math.isnan(x):
+        return math.nan
+    return -math.inf if x == 0 else math.log(x)
+
+
+def _log1p(x: float) -> float:
+    if x < -1 or math.isnan(x):
+        return math.nan
+    return -math.inf if x == -1 else math.log1p(x)
+
+
+def _sign(x: float) -> float:
+    if math.isnan(x):
+        return x
+    return 0.0 if x == 0 else math.copysign(1.0, x)
+
+
+def _expm1(x: float) -> float:
+    return math.expm1(x) if x < 709 else math.inf
+
+
+TRUTH = {
+    "exp": lambda x: math.exp(x) if x < 710 else math.inf,
+    "tanh": math.tanh,
+    "sigmoid": _sigmoid,
+    "erf": math.erf,
+    "erfc": math.erfc,
+    "log": _log,
+    "log1p": _log1p,
+    "sign": _sign,
+    "expm1": _expm1,
+}
 
 
 def _compile(name: str, width: int):
@@ -73,8 +105,11 @@ def _run(name: str, width: int, x: np.ndarray) -> np.ndarray:
 
 
 def _inputs(name: str) -> np.ndarray:
-    span = {"exp": 110.0, "tanh": 12.0, "sigmoid": 110.0, "erf": 6.0, "erfc": 11.0}[name]
+    span = {"exp": 110.0, "tanh": 12.0, "sigmoid": 110.0, "erf": 6.0, "erfc": 11.0, "log": 1e4, "log1p": 100.0, "sign": 10.0, "expm1": 110.0}[name]
     dense = np.linspace(-span, span, 200_001, dtype=np.float32)
+    if name in ("log", "log1p"):  # the whole positive range, subnormals included, and around -1
+        dense = np.concatenate([dense, np.float32(2.0) ** np.linspace(-149, 127.9, 20_001, dtype=np.float32)])
+        dense = np.concatenate([dense, np.linspace(-1.0, -0.9, 1001, dtype=np.float32)])
     small = np.float32(10.0) ** np.linspace(-30, 0, 301, dtype=np.float32)
     extremes = np.array([0.0, -0.0, 1e-38, -1e-38, 3e38, -3e38, np.inf, -np.inf, 88.7, 88.75, -87.3, -103.0], dtype=np.float32)
     return np.concatenate([dense, small, -small, extremes])
@@ -94,14 +129,14 @@ def test_accuracy_against_float64_truth(name, width):
     truth = _truth(name, x)
     # tolerance: relative to the result where the result is a normal float32, and an
     # absolute floor that is tiny next to 1 (subnormal results, erfc and sigmoid tails)
-    relative = {"exp": 3e-7, "tanh": 4e-7, "sigmoid": 4e-7, "erf": 4e-7, "erfc": 1e-6}[name]
-    floor = {"exp": 1e-37, "tanh": 1e-37, "sigmoid": 1e-37, "erf": 1e-37, "erfc": 1e-37}[name]
+    relative = {"exp": 3e-7, "tanh": 4e-7, "sigmoid": 4e-7, "erf": 4e-7, "erfc": 1e-6, "log": 3e-7, "log1p": 4e-7, "sign": 0.0, "expm1": 5e-7}[name]
+    floor = {"exp": 1e-37, "tanh": 1e-37, "sigmoid": 1e-37, "erf": 1e-37, "erfc": 1e-37, "log": 1e-37, "log1p": 1e-37, "sign": 1e-45, "expm1": 1e-37}[name]
     finite = np.isfinite(truth)
     error = np.abs(got[finite] - truth[finite])
     allowed = relative * np.abs(truth[finite]) + floor
     worst = int(np.argmax(error / allowed))
     assert np.all(error <= allowed), f"{name}: x={x[finite][worst]!r} got {got[finite][worst]!r}, truth {truth[finite][worst]!r}"
-    assert np.array_equal(got[~finite], truth[~finite])  # inf stays inf
+    assert np.array_equal(got[~finite], truth[~finite], equal_nan=True)  # inf stays inf, NaN stays NaN
 
 
 @pytest.mark.parametrize("width", [0, WIDTH], ids=["scalar", "vector"])
@@ -109,7 +144,7 @@ def test_accuracy_against_float64_truth(name, width):
 def test_nan_passes_through_and_signed_zero(name, width):
     got = _run(name, width, np.array([np.nan, -np.nan, 0.0, -0.0], dtype=np.float32))
     assert np.isnan(got[:2]).all()
-    if name in ("tanh", "erf"):  # odd functions keep the sign of zero
+    if name in ("tanh", "erf", "log1p", "expm1"):  # odd near zero: keep the sign of zero
         assert got[2] == 0 and not np.signbit(got[2])
         assert got[3] == 0 and np.signbit(got[3])
 

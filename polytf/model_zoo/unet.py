@@ -1,0 +1,53 @@
+"""A small U-Net (Ronneberger et al., "U-Net: Convolutional Networks for Biomedical Image
+Segmentation", MICCAI 2015) with the decoder ops real segmentation exports carry.
+
+Encoder: two 3x3 conv + batch-norm + ReLU stages with 2x2 max pooling; bottleneck 3x3 conv.
+Decoder: a stride-2 ``Conv2DTranspose`` (freezes to ``Conv2DBackpropInput``) concatenated
+with the second stage's features (``ConcatV2``), a 3x3 conv, then a bilinear 2x upsampling
+(``UpSampling2D(interpolation="bilinear")`` freezes to ``ResizeBilinear`` with
+``half_pixel_centers``), concatenated with the first stage, a 3x3 conv and a 1x1
+classifier with a per-pixel softmax.
+
+Input ``[batch, side, side, 3]`` float32 (side a multiple of 4; default 64); output
+``[batch, side, side, classes]`` float32 class probabilities. Weights and batch-norm
+statistics from :func:`polytf.model_zoo.modern_models.randomize_normalization_weights`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polytf.model_zoo.keras_models import DEFAULT_SEED, _import_keras
+from polytf.model_zoo.modern_models import randomize_normalization_weights
+
+__all__ = ["unet"]
+
+
+def unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 64, classes: int = 4) -> Any:
+    """The U-Net of the module docstring as a Keras model.
+
+    Raises:
+        ValueError: ``side`` not a positive multiple of 4, or ``batch``/``classes`` below 1.
+    """
+    if side < 4 or side % 4:
+        raise ValueError(f"side must be a positive multiple of 4 (two 2x2 poolings), not {side}")
+    if batch < 1 or classes < 1:
+        raise ValueError("batch and classes must be at least 1")
+    keras = _import_keras()
+    layers = keras.layers
+
+    def conv_block(x: Any, filters: int, name: str) -> Any:
+        x = layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}_conv")(x)
+        x = layers.BatchNormalization(name=f"{name}_bn")(x)
+        return layers.ReLU(name=f"{name}_relu")(x)
+
+    inputs = keras.Input(shape=(side, side, 3), batch_size=batch, name="input")
+    stage1 = conv_block(conv_block(inputs, 16, "enc1a"), 16, "enc1b")
+    stage2 = conv_block(conv_block(layers.MaxPooling2D(2, name="pool1")(stage1), 32, "enc2a"), 32, "enc2b")
+    bottleneck = conv_block(layers.MaxPooling2D(2, name="pool2")(stage2), 64, "bottleneck")
+    up2 = layers.Conv2DTranspose(32, 3, strides=2, padding="same", activation="relu", name="up2")(bottleneck)
+    decoded2 = conv_block(layers.Concatenate(name="skip2")([up2, stage2]), 32, "dec2")
+    up1 = layers.UpSampling2D(2, interpolation="bilinear", name="up1")(decoded2)
+    decoded1 = conv_block(layers.Concatenate(name="skip1")([up1, stage1]), 16, "dec1")
+    outputs = layers.Conv2D(classes, 1, activation="softmax", name="classifier")(decoded1)
+    return randomize_normalization_weights(keras.Model(inputs, outputs, name="unet"), seed)

@@ -1,0 +1,213 @@
+"""Binary math ops with numpy/TensorFlow broadcasting: ``Maximum``, ``Minimum``, ``RealDiv``,
+``Div``, ``FloorDiv``, ``FloorMod``, ``Pow``; and ``ClipByValue``.
+
+Sources: TensorFlow op definitions (tensorflow/core/ops/math_ops.cc: ``Maximum``,
+``Minimum``, ``RealDiv``, ``Div``, ``FloorDiv``, ``FloorMod``, ``Pow``, ``ClipByValue``) and
+their Eigen functors (tensorflow/core/kernels/cwise_ops.h). Shapes:
+``x: [A...], y: [B...] -> broadcast([A...], [B...])``; ``ClipByValue(t, lo, hi)``: ``lo`` and
+``hi`` broadcast to ``t``'s shape, the output has ``t``'s shape.
+
+Semantics (float32):
+
+* ``Maximum``/``Minimum``: NaN if either operand is NaN (as TensorFlow; ``llvm.maximum``).
+* ``RealDiv``, ``Div``: ``x / y`` (IEEE: ``inf`` or NaN for ``y = 0``).
+* ``FloorDiv(x, y) = floor(x / y)``; ``FloorMod(x, y) = x - floor(x / y) * y``, the remainder
+  with the sign of ``y`` (TensorFlow computes it from ``fmod``; the two agree up to the
+  rounding of ``x / y``, a few ulp of ``|y|``).
+* ``Pow(x, y)``: when ``y`` is a compile-time constant with one value for every element,
+  an integer ``|y| <= 16`` becomes a multiplication chain by repeated squaring (``x ** 3 =
+  x * x * x``, exact for negative ``x``; a negative ``y`` takes the reciprocal), ``0.5`` a
+  ``sqrt`` and ``-0.5`` an ``rsqrt``; any other exponent is ``exp(y * log(x))``, which is
+  exact in meaning for ``x > 0`` and gives NaN for negative ``x`` (TensorFlow gives
+  ``±|x|^y`` for a negative base with an integer-valued run-time exponent: export such
+  exponents as constants).
+* ``ClipByValue(t, lo, hi) = min(max(t, lo), hi)``.
+
+Integer compile-time constants (shape arithmetic) fold through the references with
+TensorFlow's integer semantics: ``Div`` truncates toward zero, ``FloorDiv`` floors,
+``FloorMod`` takes the sign of the divisor.
+
+Lowering: one point-wise statement over the output shape (category ELEMENTWISE, so each
+fuses with its producer), inputs indexed by
+:func:`~polytf.ops.elementwise.broadcast_access`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polytf.errors import ShapeError
+from polytf.graph import TensorType
+from polytf.ops.elementwise import broadcast_access, broadcast_shapes, infer_binary
+from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
+from polytf.poly.expression import Access, Binary, Constant, Expr, Load, Unary
+from polytf.poly.statement import Statement
+
+#: The largest integer exponent written as a multiplication chain.
+MAX_CHAIN_EXPONENT = 16
+
+
+def _truncating_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    quotient = np.abs(x) // np.abs(y)
+    return np.where((x < 0) != (y < 0), -quotient, quotient)
+
+
+#: op -> (float64 meaning, integer meaning or None when the op takes floats only)
+_NUMPY = {
+    "Maximum": (np.maximum, np.maximum),
+    "Minimum": (np.minimum, np.minimum),
+    "RealDiv": (np.divide, None),
+    "Div": (np.divide, _truncating_divide),
+    "FloorDiv": (lambda x, y: np.floor(x / y), np.floor_divide),
+    "FloorMod": (np.mod, np.mod),
+    "Pow": (np.power, np.power),
+}
+
+
+def reference(node, inputs):
+    """float32 results computed in float64; int32/int64 inputs keep their dtype.
+
+    Raises:
+        ShapeError: an integer ``RealDiv``, or an integer division by zero.
+    """
+    x, y = (np.asarray(v) for v in inputs)
+    floating, integral = _NUMPY[node.op]
+    if np.issubdtype(x.dtype, np.integer) and np.issubdtype(y.dtype, np.integer):
+        if integral is None:
+            raise ShapeError(f"{node.op} node '{node.name}' takes floating-point inputs, not {x.dtype}")
+        if node.op in ("Div", "FloorDiv", "FloorMod") and np.any(y == 0):
+            raise ShapeError(f"{node.op} node '{node.name}': integer division by zero")
+        return (np.asarray(integral(x, y), dtype=x.dtype),)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        result = floating(x.astype(np.float32).astype(np.float64), y.astype(np.float32).astype(np.float64))
+    return (np.asarray(result, dtype=np.float32),)
+
+
+def _chain(x: Expr, exponent: int) -> Expr:
+    """``x ** exponent`` for ``exponent >= 1`` by repeated squaring."""
+    result: Expr | None = None
+    power = x
+    while exponent:
+        if exponent & 1:
+            result = power if result is None else Binary("mul", result, power)
+        exponent >>= 1
+        if exponent:
+            power = Binary("mul", power, power)
+    return result
+
+
+def power(x: Expr, y: Expr, constant_exponent: float | None) -> Expr:
+    """The body of ``Pow(x, y)`` (see the module docstring)."""
+    if constant_exponent is not None:
+        e = float(constant_exponent)
+        if e == int(e) and abs(e) <= MAX_CHAIN_EXPONENT:
+            if e == 0:
+                return Constant(1.0)
+            chain = _chain(x, abs(int(e)))
+            return chain if e > 0 else Binary("div", Constant(1.0), chain)
+        if e == 0.5:
+            return Unary("sqrt", x)
+        if e == -0.5:
+            return Unary("rsqrt", x)
+        y = Constant(e)
+    return Unary("exp", Binary("mul", y, Unary("log", x)))
+
+
+def _uniform_constant(node, context, index: int) -> float | None:
+    """The one value of input ``index`` when it is a compile-time constant with a single value."""
+    value = getattr(context, "constants", {}).get(node.inputs[index])
+    if value is None:
+        return None
+    value = np.asarray(value)
+    if value.size == 0 or not np.all(value == value.reshape(-1)[0]):
+        return None
+    return float(value.reshape(-1)[0])
+
+
+def lower(node, inputs, outputs, context):
+    """``S[d0..d{R-1}]: Z[d...] = f(X[bcast(d)], Y[bcast(d)])``."""
+    a, b = inputs
+    (c,) = outputs
+    iterators = tuple(f"d{i}" for i in range(len(c.shape)))
+    x = Load(broadcast_access(a.name, a.shape, c.shape))
+    y = Load(broadcast_access(b.name, b.shape, c.shape))
+    if node.op == "Maximum":
+        value = Binary("maximum", x, y)
+    elif node.op == "Minimum":
+        value = Binary("minimum", x, y)
+    elif node.op in ("RealDiv", "Div"):
+        value = Binary("div", x, y)
+    elif node.op == "FloorDiv":
+        value = Unary("floor", Binary("div", x, y))
+    elif node.op == "FloorMod":
+        value = Binary("sub", x, Binary("mul", Unary("floor", Binary("div", x, y)), y))
+    else:
+        value = power(x, y, _uniform_constant(node, context, 1))
+    return [Statement(context.statement_name(), iterators, c.shape, Access.of(c.name, *iterators), value, node=node.name, op=node.op)]
+
+
+# --- ClipByValue -----------------------------------------------------------------------
+
+
+def infer_clip(node, input_types, input_constants):
+    """``t: [D...], lo, hi`` (each broadcasting to ``[D...]``) -> ``[D...]``.
+
+    Raises:
+        ShapeError: not three inputs, different dtypes, or bounds that do not broadcast to ``t``.
+    """
+    if len(input_types) != 3:
+        raise ShapeError(f"ClipByValue takes 3 inputs (t, clip_value_min, clip_value_max), got {len(input_types)}")
+    t, low, high = input_types
+    if not (t.dtype == low.dtype == high.dtype):
+        raise ShapeError(f"ClipByValue node '{node.name}': inputs have different dtypes: {t}, {low}, {high}")
+    for bound in (low, high):
+        if broadcast_shapes(t.shape, bound.shape) != tuple(t.shape):
+            raise ShapeError(f"ClipByValue node '{node.name}': bound {bound} does not broadcast to {t}")
+    return (TensorType(t.shape, t.dtype),)
+
+
+def reference_clip(node, inputs):
+    t, low, high = (np.asarray(v) for v in inputs)
+    return (np.asarray(np.minimum(np.maximum(t, low), high), dtype=t.dtype),)
+
+
+def lower_clip(node, inputs, outputs, context):
+    """``S[d...]: Y[d...] = minimum(maximum(T[d...], LO[bcast(d)]), HI[bcast(d)])``."""
+    t, low, high = inputs
+    (y,) = outputs
+    iterators = tuple(f"d{i}" for i in range(len(y.shape)))
+    value = Binary(
+        "minimum",
+        Binary("maximum", Load(Access.of(t.name, *iterators)), Load(broadcast_access(low.name, low.shape, y.shape))),
+        Load(broadcast_access(high.name, high.shape, y.shape)),
+    )
+    return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
+
+
+DEFINITIONS = {
+    op: register(
+        OpDefinition(
+            op,
+            ELEMENTWISE,
+            infer_binary,
+            reference,
+            lower,
+            source=f"tensorflow/core/ops/math_ops.cc: {op}",
+            dtypes=("float32",) if op == "RealDiv" else ("float32", "int32", "int64"),
+            foldable=True,
+        )
+    )
+    for op in _NUMPY
+}
+CLIP_BY_VALUE = register(
+    OpDefinition(
+        "ClipByValue",
+        ELEMENTWISE,
+        infer_clip,
+        reference_clip,
+        lower_clip,
+        source="tensorflow/core/ops/math_ops.cc: ClipByValue",
+        dtypes=("float32", "int32", "int64"),
+        foldable=True,
+    )
+)
