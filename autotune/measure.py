@@ -48,18 +48,42 @@ def reference_data(kernel: LoweredKernel, seed: int = 0) -> tuple[dict[str, np.n
     """Seeded inputs of ``kernel`` and its numpy reference's outputs on them.
 
     Weights (graph constants) keep their real values (a batch-norm variance must stay
-    positive); run-time inputs are standard normal float32.
+    positive); run-time float inputs are standard normal float32, the indices of a run-time
+    gather are uniform over their table, other integers uniform in [-3, 3], bools fair coins.
 
     Returns:
         ``({input array name: value}, {output array name: expected value})``.
     """
+    from polytf.ops.gather import index_checks
+
     rng = np.random.default_rng(seed)
     constants = getattr(kernel, "constant_values", {})
-    inputs = {
-        a.name: np.asarray(constants[a.name], dtype=a.dtype).reshape(a.shape) if a.name in constants else rng.standard_normal(a.shape).astype(a.dtype)
-        for a in kernel.input_arrays
-    }
+    extents = {array: extent for array, extent, _ in index_checks(kernel.scop)}
+
+    def draw(info) -> np.ndarray:
+        if info.name in constants:
+            return np.asarray(constants[info.name], dtype=info.dtype).reshape(info.shape)
+        if info.name in extents:
+            return rng.integers(0, extents[info.name], size=info.shape).astype(info.dtype)
+        if info.dtype == "bool":
+            return rng.random(info.shape) < 0.5
+        if np.dtype(info.dtype).kind in "iu":
+            return rng.integers(-3, 4, size=info.shape).astype(info.dtype)
+        return rng.standard_normal(info.shape).astype(info.dtype)
+
+    inputs = {a.name: draw(a) for a in kernel.input_arrays}
     return inputs, kernel.reference(inputs)
+
+
+def _unwritten_fill(dtype: str):
+    """What an output starts as before a verified run: NaN (floats), the minimum (integers),
+    True (bools), so that an element the kernel forgets to write shows up."""
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        return np.nan
+    if kind == "b":
+        return True
+    return np.iinfo(dtype).min
 
 
 class KernelBench:
@@ -111,11 +135,16 @@ class KernelBench:
         """
         for info in self.scop.arrays:
             if info.role != "input":
-                self.arrays[self.index[info.name]][...] = np.nan
+                self.arrays[self.index[info.name]][...] = _unwritten_fill(info.dtype)
         (table or self.table(compiled)).run(threads)
         worst = 0.0
         for name, expected in self.expected.items():
             actual = self.arrays[self.index[name]]
+            if actual.dtype.kind != "f":  # integers and bools: exactly
+                if not np.array_equal(actual, expected):
+                    mismatches = int(np.count_nonzero(actual != expected))
+                    return f"wrong result in output {name}: {mismatches} of {actual.size} {actual.dtype} elements differ", float("inf")
+                continue
             # random inputs can leave an op's domain (rsqrt of a negative mean): NaNs must
             # match in place, and the tolerance scales with the finite values only
             scale = float(np.max(np.abs(expected), where=np.isfinite(expected), initial=0.0))

@@ -145,8 +145,9 @@ class TuningProgress:
 
 
 def _random_inputs(model, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {name: rng.standard_normal(t.shape).astype(t.dtype) for name, t in model.input_types.items()}
+    from polytf.runtime.sample_inputs import sample_inputs
+
+    return sample_inputs(model.input_types, seed)
 
 
 def tune_model(

@@ -349,17 +349,16 @@ def command_show(args) -> int:
 def show_profile(args) -> int:
     """``polytf show MODEL --profile``: the model as ``polytf.load`` builds it, timed kernel by
     kernel on seeded random normal inputs, against the float32 peak measured for its threads."""
-    import numpy as np
 
     import polytf
     from polytf.bench.peak import measure_fp32_peak
     from polytf.runtime.profile import profile_model
+    from polytf.runtime.sample_inputs import sample_inputs
 
     if args.repeats < 1:
         raise SystemExit("error: --repeats must be at least 1")
     model = polytf.load(args.model, cache_dir=args.cache_dir, input_shapes=_input_shapes(args.input), threads=args.threads, fallback=args.fallback, signature=args.signature)
-    rng = np.random.default_rng(0)
-    inputs = {name: rng.standard_normal(tuple(t.shape)).astype(t.dtype) for name, t in model.input_types.items()}
+    inputs = sample_inputs(model.input_types, seed=0)
     peak = measure_fp32_peak(model.threads)
     profile = profile_model(model, inputs, repeats=args.repeats, peak_gflops=peak.gflops)
     tuned = len(getattr(model, "tuned_kernels", ()))
@@ -448,12 +447,63 @@ def verify_cache(cache, models: list[str], time_limit_s: float) -> int:
 
 
 def command_ops(args) -> int:
-    from polytf.ops.registry import lookup, supported_ops
+    """``polytf ops``: the supported-op table; with ``--model``, each op of a model and how it runs."""
+    from polytf.ops.coverage import op_rows
 
-    for op in supported_ops():
-        definition = lookup(op)
-        stdout.print(f"{op:12s} {definition.category:12s} {definition.source}", markup=False, highlight=False)
-    return 0
+    if not args.model:
+        table = Table(title="ops polytf supports")
+        for column in ("op", "category", "run-time dtypes", "runs as"):
+            table.add_column(column)
+        for row in op_rows():
+            how = "compiled" if row.compiled else "host (numpy reference)"
+            table.add_row(row.op, row.category, ", ".join(row.dtypes), how)
+        stdout.print(table)
+        return 0
+    return _model_coverage(args)
+
+
+def _model_coverage(args) -> int:
+    """Each op of a model after the graph passes: node count and compiled / host (why) /
+    unsupported; ops folded away or removed by the passes are listed as such."""
+    from collections import Counter
+
+    from polytf.errors import UnsupportedOpError
+    from polytf.frontend import load_graph
+    from polytf.graph.passes.fusion import is_compute
+    from polytf.ops.registry import lookup
+    from polytf.runtime.model_builder import prepare_model
+
+    original = load_graph(args.model, signature=args.signature)
+    before = Counter(node.op for node in original.nodes.values())
+    unsupported = {op for op in before if lookup(op) is None}
+    statuses: dict[str, Counter] = {op: Counter() for op in before}
+    reasons: dict[str, str] = {}
+    if unsupported:
+        for op in unsupported:
+            statuses[op]["unsupported"] = before[op]
+    else:
+        try:
+            prepared = prepare_model(args.model, _input_shapes(args.input), signature=args.signature)
+        except UnsupportedOpError as error:
+            raise SystemExit(f"error: {error}") from None
+        host = {node.name: node for node in prepared.host_nodes}
+        for name, node in prepared.graph.nodes.items():
+            if name in host:
+                statuses[node.op]["host"] += 1
+                reasons.setdefault(node.op, host[name].reason)
+            elif is_compute(prepared.graph, name):
+                statuses.setdefault(node.op, Counter())["compiled"] += 1
+            else:
+                statuses.setdefault(node.op, Counter())["no code"] += 1
+    table = Table(title=f"ops of {args.model}")
+    for column in ("op", "nodes in the file", "after the graph passes", "note"):
+        table.add_column(column)
+    for op in sorted(statuses):
+        counts = statuses[op]
+        after = ", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "folded or removed"
+        table.add_row(op, str(before.get(op, 0)), after, reasons.get(op, "polytf does not support this op" if op in unsupported else ""))
+    stdout.print(table)
+    return 1 if unsupported else 0
 
 
 def command_bench(args) -> int:
@@ -581,7 +631,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cache.set_defaults(handler=command_cache)
 
-    ops = commands.add_parser("ops", help="list the TensorFlow ops polytf compiles")
+    ops = commands.add_parser(
+        "ops",
+        help="list the TensorFlow ops polytf supports, or how each op of a model runs",
+        description="Without --model: every supported op (category, run-time dtypes, compiled or host). With --model: each op of "
+        "the model, its node count in the file and after the graph passes, and whether it is compiled, runs on the host "
+        "(and why) or is unsupported; exit status 1 when some op is unsupported.",
+    )
+    ops.add_argument("--model", help="a frozen GraphDef or SavedModel directory to report on")
+    ops.add_argument("--signature", metavar="NAME", help="SavedModel signature (default serving_default)")
+    ops.add_argument("--input", action="append", metavar="NAME:SHAPE", help="fix a placeholder's shape (repeatable)")
     ops.set_defaults(handler=command_ops)
     return parser
 

@@ -49,6 +49,11 @@ class UnsupportedOpError(GraphError):
         )
 
 
+class IndexOutOfRangeError(PolytfError):
+    """A run-time index (a token id of an embedding lookup) lies outside its table; raised
+    before the kernel that would read it runs, naming the node, the index and the range."""
+
+
 class PolyhedralError(PolytfError):
     """isl rejected a set or map polytf built; the message carries the isl text."""
 

@@ -87,11 +87,7 @@ def _copy_statement_name(copies: list[Statement]) -> str:
 def _replace_load(expr: Expr, old: Access, new: Access) -> Expr:
     if isinstance(expr, Load):
         return Load(new) if expr.access == old else expr
-    if isinstance(expr, Binary):
-        return Binary(expr.op, _replace_load(expr.lhs, old, new), _replace_load(expr.rhs, old, new))
-    if hasattr(expr, "operand"):
-        return type(expr)(expr.op, _replace_load(expr.operand, old, new))
-    return expr
+    return expr.map_children(lambda child: _replace_load(child, old, new))
 
 
 # -- packing -------------------------------------------------------------------------------
@@ -198,10 +194,14 @@ def im2col_window(anchor: Statement, value: Expr | None = None) -> Access | None
 
 def im2col_applies(scop: Scop) -> bool:
     """True when im2col applies to the anchor statement of ``scop``: a sum of products in
-    a shared outer band, with one windowed read, and guards (if any) that zero-padding
-    removes first."""
+    a shared outer band, with one windowed read of an array that no statement of the kernel
+    writes (the gathering copy runs before the kernel's statements), and guards (if any) that
+    zero-padding removes first."""
     anchor = anchor_statement(scop)
-    return bool(shared_band_depth(scop)) and is_sum_of_products(anchor) and im2col_window(anchor) is not None and (not anchor.constraints or can_zero_pad(scop))
+    window = im2col_window(anchor)
+    if window is None or any(statement.write.array == window.array for statement in scop.statements):
+        return False
+    return bool(shared_band_depth(scop)) and is_sum_of_products(anchor) and (not anchor.constraints or can_zero_pad(scop))
 
 
 def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement], arrays: list[ArrayInfo]) -> Expr:

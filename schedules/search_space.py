@@ -134,7 +134,10 @@ class SearchSpace:
         extents = anchor.extents
         registers = registers or TargetLimits().vector_registers
         coincident = [carries_no_dependence(scop, k) for k in range(depth)]
-        blocking = _blocking(scop, anchor, depth, lanes, registers, caches or CacheSizes(), threads) if any(coincident) else None
+        # int/bool arrays (token ids, masks, casts): loop transformations only, no register
+        # tiles, packing or padding, whose micro-kernel computes float32 vectors
+        float_only = all(a.dtype == "float32" for a in scop.arrays)
+        blocking = _blocking(scop, anchor, depth, lanes, registers, caches or CacheSizes(), threads) if any(coincident) and float_only else None
         dims: list[tuple[str, tuple]] = []
         for k in range(depth):
             dims.append((f"tile_d{k}", tile_choices(extents[k])))
@@ -154,13 +157,14 @@ class SearchSpace:
         dims.append(("unroll", UNROLL_COUNTS))
         parallel_ok = threads > 1 and depth > 0 and any(coincident)
         dims.append(("parallel", (False, True) if parallel_ok else (False,)))
-        packable = packable_operands(scop)
+        packable = packable_operands(scop) if float_only else ()
         if depth:
-            dims.append(("register_tile", register_tile_choices(extents[depth - 2] if depth > 1 else None, extents[depth - 1], lanes, registers)))
+            tiles = register_tile_choices(extents[depth - 2] if depth > 1 else None, extents[depth - 1], lanes, registers) if float_only else ("none",)
+            dims.append(("register_tile", tiles))
             dims.append(("pack", ("none", "panels", "all") if packable else ("none",)))
-        pad_ok = can_zero_pad(scop)
+        pad_ok = float_only and can_zero_pad(scop)
         dims.append(("pad", (False, True) if pad_ok else (False,)))
-        im2col_ok = im2col_applies(scop)
+        im2col_ok = float_only and im2col_applies(scop)
         dims.append(("algorithm", ("direct", "im2col") if im2col_ok else ("direct",)))
         space = SearchSpace(tuple(dims), depth, anchor.reduction_iterators, tuple(extents[:depth]), packable, tuple(coincident))
         if blocking is None:

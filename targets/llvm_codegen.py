@@ -37,7 +37,22 @@ import islpy as isl
 import llvmlite.ir as ir
 
 from polytf.errors import CodegenError
-from polytf.poly.expression import AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
+from polytf.poly.expression import (
+    AffineExpr,
+    Binary,
+    Compare,
+    Constant,
+    Convert,
+    DynamicIndex,
+    Expr,
+    FloorDiv,
+    Gather,
+    Load,
+    Logical,
+    Modulo,
+    Select,
+    Unary,
+)
 from polytf.poly.scop import Scop
 from polytf.schedules.marks import MicrokernelMark, ParallelMark, mark_of
 from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
@@ -49,6 +64,12 @@ I64 = ir.IntType(64)
 I8_POINTER = ir.IntType(8).as_pointer()
 F32 = ir.FloatType()
 F32_POINTER = F32.as_pointer()
+I8 = ir.IntType(8)
+#: element type in memory of each dtype generated code handles (bool: one byte, as numpy's)
+MEMORY_TYPES = {"float32": F32, "int32": I32, "int64": I64, "bool": I8}
+#: type of a value in registers (bool: i1)
+VALUE_TYPES = {"float32": F32, "int32": I32, "int64": I64, "bool": I1}
+_FLOAT_COMPARISONS = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
 
 _COMPARISONS = {
     isl.ast_expr_op_type.eq: "==",
@@ -155,8 +176,10 @@ class KernelModuleBuilder:
         native_vector_width: int = 8,
     ) -> None:
         for array in scop.arrays:
-            if array.dtype != "float32":
-                raise CodegenError(f"kernel {scop.name}: array {array.name} ({array.tensor}) has dtype {array.dtype}; only float32 is generated")
+            if array.dtype not in MEMORY_TYPES:
+                raise CodegenError(
+                    f"kernel {scop.name}: array {array.name} ({array.tensor}) has dtype {array.dtype}; generated code handles {', '.join(MEMORY_TYPES)}"
+                )
         self.scop = scop
         self.ast = ast
         self.vector_width = vector_width
@@ -176,6 +199,7 @@ class KernelModuleBuilder:
         self.module = ir.Module(name=scop.name)
         self.statements = {s.name: s for s in scop.statements}
         self.strides = {a.name: _row_major_strides(a.shape) for a in scop.arrays}
+        self.dtypes = {a.name: a.dtype for a in scop.arrays}
         self.builder: ir.IRBuilder | None = None
         self.pointers: dict[str, ir.Value] = {}
         self.thread: ir.Value | None = None
@@ -193,7 +217,7 @@ class KernelModuleBuilder:
 
     # -- functions -------------------------------------------------------------------------
     def _emit_body(self) -> ir.Function:
-        argument_types = [F32_POINTER] * len(self.arguments) + [I64, I64]
+        argument_types = [MEMORY_TYPES[a.dtype].as_pointer() for a in self.arguments] + [I64, I64]
         function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), argument_types), name=f"{self.scop.name}_body")
         function.linkage = "internal"
         for argument, array in zip(function.args, self.arguments):
@@ -236,7 +260,7 @@ class KernelModuleBuilder:
         builder = ir.IRBuilder(entry.append_basic_block("entry"))
 
         def unpack(b: ir.IRBuilder, table: ir.Value) -> list[ir.Value]:
-            return [b.bitcast(b.load(b.gep(table, [ir.Constant(I64, i)])), F32_POINTER) for i in range(len(self.arguments))]
+            return [b.bitcast(b.load(b.gep(table, [ir.Constant(I64, i)])), MEMORY_TYPES[a.dtype].as_pointer()) for i, a in enumerate(self.arguments)]
 
         if not self.parallel:
             builder.call(body, unpack(builder, arrays) + [ir.Constant(I64, 0), ir.Constant(I64, 1)])
@@ -386,18 +410,27 @@ class KernelModuleBuilder:
         self._point_forms = dict(zip(statement.iterators, forms)) if all(f is not None for f in forms) else None
         self._point_env = env
         value = self._value(statement.value, point)
-        self.builder.store(value, self._address(statement.write.array, statement.write.index, point), align=4)
+        dtype = self.dtypes[statement.write.array]
+        value = self._convert(value, VALUE_TYPES[dtype])
+        if dtype == "bool":
+            value = self.builder.zext(value, I8)
+        self.builder.store(value, self._address(statement.write.array, statement.write.index, point), align=1 if dtype == "bool" else 4)
         self._point_forms = None
 
-    def _address(self, array: str, index: tuple, point: Mapping[str, ir.Value]) -> ir.Value:
+    def _address(self, array: str, index: tuple, point: Mapping[str, ir.Value], dynamic: ir.Value | None = None) -> ir.Value:
         b = self.builder
         strides = self.strides[array]
         terms: dict[str, int] = {}
         constant = 0
         offset = None
         for expression, stride in zip(index, strides):
-            if isinstance(expression, (FloorDiv, Modulo)):
-                value = self._quasi_affine(expression, point)
+            if isinstance(expression, (FloorDiv, Modulo, DynamicIndex)):
+                if isinstance(expression, DynamicIndex):
+                    if dynamic is None:
+                        raise CodegenError(f"kernel {self.scop.name}: a run-time index of {array} outside a gather")
+                    value = dynamic
+                else:
+                    value = self._quasi_affine(expression, point)
                 scaled = value if stride == 1 else b.mul(value, ir.Constant(I64, stride), flags=["nsw"])
                 offset = scaled if offset is None else b.add(offset, scaled, flags=["nsw"])
                 continue
@@ -465,14 +498,93 @@ class KernelModuleBuilder:
             return ir.Constant(I64, form.constant)
         return b.add(total, ir.Constant(I64, form.constant), flags=["nsw"]) if form.constant else total
 
+    def _load(self, array: str, index: tuple, point: Mapping[str, ir.Value], dynamic: ir.Value | None = None) -> ir.Value:
+        """One element in its register type (bool: the byte compared with 0)."""
+        dtype = self.dtypes[array]
+        value = self.builder.load(self._address(array, index, point, dynamic), align=1 if dtype == "bool" else 4)
+        return self.builder.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if dtype == "bool" else value
+
+    def _convert(self, value: ir.Value, target: ir.Type) -> ir.Value:
+        """``value`` as ``target`` (F32, I32, I64 or I1) with TensorFlow's Cast semantics:
+        float -> int truncates toward zero, number -> bool is ``!= 0``, bool -> number 0 or 1."""
+        b = self.builder
+        source = value.type
+        if source == target:
+            return value
+        if target == I1:
+            if source == F32:
+                return b.fcmp_unordered("!=", value, ir.Constant(F32, 0.0))
+            return b.icmp_signed("!=", value, ir.Constant(source, 0))
+        if source == I1:
+            return b.uitofp(value, F32) if target == F32 else b.zext(value, target)
+        if target == F32:
+            return b.sitofp(value, F32)
+        if source == F32:
+            return b.fptosi(value, target)
+        return b.sext(value, target) if target.width > source.width else b.trunc(value, target)
+
+    def _typed_value(self, expression: Expr, point: Mapping[str, ir.Value]) -> ir.Value:
+        """Dispatch for the typed expressions (comparisons, logic, selection, conversion, gathers)."""
+        b = self.builder
+        if isinstance(expression, Compare):
+            lhs, rhs = self._value(expression.lhs, point), self._value(expression.rhs, point)
+            if lhs.type != rhs.type:
+                lhs, rhs = self._convert(lhs, F32), self._convert(rhs, F32)
+            if lhs.type == F32:
+                symbol = _FLOAT_COMPARISONS[expression.op]
+                # NaN: unequal to everything (not_equal true), every ordering false, as in C and TensorFlow
+                return b.fcmp_unordered(symbol, lhs, rhs) if symbol == "!=" else b.fcmp_ordered(symbol, lhs, rhs)
+            return b.icmp_signed(_FLOAT_COMPARISONS[expression.op], lhs, rhs)
+        if isinstance(expression, Logical):
+            lhs = self._convert(self._value(expression.lhs, point), I1)
+            if expression.op == "not":
+                return b.not_(lhs)
+            rhs = self._convert(self._value(expression.rhs, point), I1)
+            return b.and_(lhs, rhs) if expression.op == "and" else b.or_(lhs, rhs)
+        if isinstance(expression, Select):
+            condition = self._convert(self._value(expression.condition, point), I1)
+            then, otherwise = self._value(expression.then, point), self._value(expression.otherwise, point)
+            if then.type != otherwise.type:
+                then, otherwise = self._convert(then, F32), self._convert(otherwise, F32)
+            return b.select(condition, then, otherwise)
+        if isinstance(expression, Convert):
+            return self._convert(self._value(expression.operand, point), VALUE_TYPES[expression.dtype])
+        if isinstance(expression, Gather):
+            # clamped into the table: no index value reads outside it (the runtime refuses bad ones first)
+            position = self._convert(self._value(expression.index, point), I64)
+            low, high = ir.Constant(I64, 0), ir.Constant(I64, expression.extent - 1)
+            position = b.select(b.icmp_signed("<", position, low), low, position)
+            position = b.select(b.icmp_signed(">", position, high), high, position)
+            access = expression.table.access
+            return self._load(access.array, access.index, point, position)
+        raise CodegenError(f"kernel {self.scop.name}: cannot generate code for expression {expression!r}")
+
+    def _integer_binary(self, op: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+        b = self.builder
+        if op in ("add", "sub", "mul"):
+            return {"add": b.add, "sub": b.sub, "mul": b.mul}[op](lhs, rhs)
+        if op in ("max", "min", "maximum", "minimum"):
+            larger = b.icmp_signed(">", lhs, rhs)
+            return b.select(larger, lhs, rhs) if op in ("max", "maximum") else b.select(larger, rhs, lhs)
+        raise CodegenError(f"kernel {self.scop.name}: integer operands of {op!r} are not generated; cast them to float32")
+
     def _value(self, expression: Expr, point: Mapping[str, ir.Value]) -> ir.Value:
         b = self.builder
         if isinstance(expression, Load):
-            return b.load(self._address(expression.access.array, expression.access.index, point), align=4)
+            return self._load(expression.access.array, expression.access.index, point)
         if isinstance(expression, Constant):
             return ir.Constant(F32, float(expression.value))
+        if isinstance(expression, (Compare, Logical, Select, Convert, Gather)):
+            return self._typed_value(expression, point)
         if isinstance(expression, Unary):
             operand = self._value(expression.operand, point)
+            if isinstance(operand.type, ir.IntType) and expression.op in ("neg", "square", "abs"):
+                if expression.op == "neg":
+                    return b.neg(operand)
+                if expression.op == "square":
+                    return b.mul(operand, operand)
+                return b.select(b.icmp_signed("<", operand, ir.Constant(operand.type, 0)), b.neg(operand), operand)
+            operand = self._convert(operand, F32)
             if expression.op == "neg":
                 return b.fneg(operand, flags=self.flags)
             if expression.op == "square":
@@ -485,6 +597,9 @@ class KernelModuleBuilder:
             return b.call(self._intrinsic(_INTRINSICS[expression.op], 1), [operand], fastmath=self.flags)
         if isinstance(expression, Binary):
             lhs, rhs = self._value(expression.lhs, point), self._value(expression.rhs, point)
+            if isinstance(lhs.type, ir.IntType) and lhs.type == rhs.type and lhs.type != I1:
+                return self._integer_binary(expression.op, lhs, rhs)
+            lhs, rhs = self._convert(lhs, F32), self._convert(rhs, F32)
             if expression.op in ("max", "min", "maximum", "minimum"):
                 return b.call(self._intrinsic(_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=self.flags)
             emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]

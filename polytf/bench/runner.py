@@ -34,6 +34,7 @@ from rich.table import Table
 from polytf.bench.report import columns, first_line
 from polytf.bench.suite import DEFAULT_SUITE, Workload, resolve_entries
 from polytf.errors import DependencyMissingError, PolytfError
+from polytf.runtime.sample_inputs import sample_inputs
 
 __all__ = ["BenchOptions", "run_bench"]
 
@@ -238,8 +239,7 @@ class _Run:
             display.step(f"{workload.label}: writing the GraphDef and the numpy reference")
             path = workload.write(self.workdir / "models")
             graph = NumpyGraph(path)
-            rng = np.random.default_rng(self.options.seed)
-            inputs = {name: rng.standard_normal(t.shape).astype(t.dtype) for name, t in graph.input_types.items()}
+            inputs = sample_inputs(graph.input_types, self.options.seed)
             files = {}
             for index, (name, value) in enumerate(inputs.items()):
                 files[name] = str(self.workdir / "models" / f"entry{len(self.models)}_input{index}.npy")

@@ -20,6 +20,10 @@ ARITY: dict[str, tuple[int, int | None]] = {
     **{op: (1, 1) for op in ("Log", "Log1p", "Abs", "Sign", "Floor", "Ceil", "Round", "Reciprocal", "Inv", "LeakyRelu", "Elu", "Selu", "Softplus", "Softsign")},
     **{op: (2, 2) for op in ("Maximum", "Minimum", "RealDiv", "Div", "FloorDiv", "FloorMod", "Pow")},
     "ClipByValue": (3, 3),
+    **{op: (2, 2) for op in ("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr")},
+    "LogicalNot": (1, 1),
+    "Select": (3, 3),
+    "SelectV2": (3, 3),
     "IdentityN": (1, None),
     "Squeeze": (1, 1),
     "Shape": (1, 1),
@@ -33,6 +37,9 @@ ARITY: dict[str, tuple[int, int | None]] = {
     "Concat": (2, None),
     "Pack": (1, None),
     "Einsum": (1, 2),
+    **{op: (1, 1) for op in ("ZerosLike", "OnesLike", "Unpack", "DepthToSpace", "SpaceToDepth")},
+    **{op: (2, 2) for op in ("Fill", "BroadcastTo", "Tile", "Split", "MirrorPad", "Cumsum", "ResizeBilinear", "ResizeNearestNeighbor", "Min", "Prod", "All", "Any")},
+    **{op: (3, 3) for op in ("Range", "Slice", "SplitV", "MatrixBandPart", "Conv2DBackpropInput")},
 }
 
 

@@ -6,14 +6,15 @@ matters between floating-point types and is ignored). Float to integer conversio
 truncates toward zero (C++ ``static_cast``; NaN and out-of-range values are undefined
 there and give numpy's result here); bool is ``x != 0``.
 
-What polytf compiles: generated code computes float32 only (the code generator and the
-runtime buffers are float32), so
+What polytf compiles:
 
-* a ``Cast`` of a compile-time constant (e.g. shape arithmetic, ``Shape -> Cast``) of any
-  of float32/float64/int32/int64/bool is folded by shape inference with the numpy
-  reference (tensors of up to ``shape_inference.FOLD_MAX_ELEMENTS`` elements);
-* a run-time ``float32 -> float32`` ``Cast`` is a copy (one element-wise statement);
-* a run-time ``Cast`` to or from another dtype is a :class:`ShapeError` naming the node.
+* a run-time ``Cast`` between float32, int32, int64 and bool: one element-wise statement
+  ``Y[d...] = DstT(X[d...])`` (:class:`~polytf.poly.expression.Convert`), e.g. BERT's
+  attention mask ``Cast(int32 -> float32)``;
+* a ``Cast`` of a compile-time constant (shape arithmetic, ``Shape -> Cast``) of any of
+  float32/float64/int32/int64/bool is folded by shape inference with the numpy reference
+  (tensors of up to ``shape_inference.FOLD_MAX_ELEMENTS`` elements);
+* float64 at run time is a :class:`ShapeError` naming the node.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import Access, Load
+from polytf.poly.expression import Access, Convert, Load
 from polytf.poly.statement import Statement
 
 #: dtypes a compile-time constant may be cast between.
 CAST_DTYPES = ("float32", "float64", "int32", "int64", "bool")
 COMPUTE_DTYPE = "float32"
+#: dtypes a run-time Cast converts between.
+RUNTIME_CAST_DTYPES = ("float32", "int32", "int64", "bool")
 
 
 def _dtype_attr(node, name: str, default: str | None) -> str:
@@ -65,12 +68,13 @@ def infer(node, input_types, input_constants):
     if source != x.dtype:
         raise ShapeError(f"Cast node '{node.name}': SrcT={source} but its input '{node.inputs[0]}' has dtype {x.dtype}")
     constant = input_constants[0] if input_constants else None
-    if (source, destination) != (COMPUTE_DTYPE, COMPUTE_DTYPE) and (constant is None or not _constant_fits(np.asarray(constant))):
+    runtime = source in RUNTIME_CAST_DTYPES and destination in RUNTIME_CAST_DTYPES
+    if not runtime and (constant is None or not _constant_fits(np.asarray(constant))):
         what = "a run-time tensor" if constant is None else "a constant too large to fold at compile time"
         raise ShapeError(
-            f"Cast node '{node.name}' converts {what} from {source} to {destination}; polytf generates {COMPUTE_DTYPE} code only "
-            "and casts other dtypes only in compile-time constants (shape arithmetic). "
-            "Export the model so that this tensor is float32, or make it a constant."
+            f"Cast node '{node.name}' converts {what} from {source} to {destination}; generated code casts between "
+            f"{', '.join(RUNTIME_CAST_DTYPES)} and other dtypes only in compile-time constants (shape arithmetic). "
+            "Export the model without float64 tensors, or make this one a constant."
         )
     return (TensorType(x.shape, destination),)
 
@@ -84,13 +88,15 @@ def reference(node, inputs):
 
 
 def lower(node, inputs, outputs, context):
-    """``S[d...]: Y[d...] = X[d...]`` (float32 -> float32 only; infer rejects the rest)."""
+    """``S[d...]: Y[d...] = DstT(X[d...])`` (a copy when the dtypes agree)."""
     (x,) = inputs
     (y,) = outputs
-    if x.type.dtype != COMPUTE_DTYPE or y.type.dtype != COMPUTE_DTYPE:
+    if x.type.dtype not in RUNTIME_CAST_DTYPES or y.type.dtype not in RUNTIME_CAST_DTYPES:
         raise ShapeError(f"Cast node '{node.name}': cannot generate code for {x.type.dtype} -> {y.type.dtype}")
     iterators = tuple(f"d{i}" for i in range(len(y.shape)))
     value = Load(Access.of(x.name, *iterators))
+    if x.type.dtype != y.type.dtype:
+        value = Convert(y.type.dtype, value)
     return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
 
 

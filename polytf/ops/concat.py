@@ -27,7 +27,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.statement import Statement
 
@@ -135,5 +135,5 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-CONCAT_V2 = register(ConcatDefinition("ConcatV2", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: ConcatV2"))
-CONCAT = register(ConcatDefinition("Concat", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: Concat", axis_first=True))
+CONCAT_V2 = register(ConcatDefinition("ConcatV2", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: ConcatV2", dtypes=ANY_DTYPE, foldable=True))
+CONCAT = register(ConcatDefinition("Concat", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: Concat", axis_first=True, dtypes=ANY_DTYPE, foldable=True))

@@ -94,7 +94,11 @@ def infer_binary(node, input_types, input_constants):
 
 
 def reference_binary(node, inputs):
-    a, b = (np.asarray(x, dtype=np.float32) for x in inputs)
+    """float32 arithmetic; int32/int64 constants (shape arithmetic) keep their dtype."""
+    a, b = (np.asarray(x) for x in inputs)
+    if a.dtype.kind in "iu" and a.dtype == b.dtype:
+        return (np.asarray(_BINARY[node.op][1](a, b), dtype=a.dtype),)
+    a, b = a.astype(np.float32), b.astype(np.float32)
     return (np.asarray(_BINARY[node.op][1](a, b), dtype=np.float32),)
 
 
@@ -194,17 +198,51 @@ def lower_relu(node, inputs, outputs, context):
 
 ADD_V2 = register(
     OpDefinition(
-        "AddV2", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: AddV2"
+        "AddV2",
+        ELEMENTWISE,
+        infer_binary,
+        reference_binary,
+        lower_binary,
+        source="tensorflow/core/ops/math_ops.cc: AddV2",
+        dtypes=("float32", "int32", "int64"),
+        foldable=True,
     )
 )
 ADD = register(
-    OpDefinition("Add", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: Add")
+    OpDefinition(
+        "Add",
+        ELEMENTWISE,
+        infer_binary,
+        reference_binary,
+        lower_binary,
+        source="tensorflow/core/ops/math_ops.cc: Add",
+        dtypes=("float32", "int32", "int64"),
+        foldable=True,
+    )
 )
 SUB = register(
-    OpDefinition("Sub", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: Sub")
+    OpDefinition(
+        "Sub",
+        ELEMENTWISE,
+        infer_binary,
+        reference_binary,
+        lower_binary,
+        source="tensorflow/core/ops/math_ops.cc: Sub",
+        dtypes=("float32", "int32", "int64"),
+        foldable=True,
+    )
 )
 MUL = register(
-    OpDefinition("Mul", ELEMENTWISE, infer_binary, reference_binary, lower_binary, source="tensorflow/core/ops/math_ops.cc: Mul")
+    OpDefinition(
+        "Mul",
+        ELEMENTWISE,
+        infer_binary,
+        reference_binary,
+        lower_binary,
+        source="tensorflow/core/ops/math_ops.cc: Mul",
+        dtypes=("float32", "int32", "int64"),
+        foldable=True,
+    )
 )
 SQUARED_DIFFERENCE = register(
     OpDefinition(

@@ -1,18 +1,26 @@
-"""GatherV2 with compile-time constant ``indices`` and ``axis``.
+"""GatherV2: rows of a table picked by compile-time constant or run-time indices.
 
 Source: TensorFlow op definition ``GatherV2`` (tensorflow/core/ops/array_ops.cc):
 ``params``: [P0, ..., P{A-1}, PA, P{A+1}, ...], ``indices``: int32/int64 of shape I,
 ``axis``: a scalar in ``[-rank(params), rank(params))`` ->
 ``output[p..., i..., q...] = params[p..., indices[i...], q...]``, of shape
 ``[P0, ..., P{A-1}, *I, P{A+1}, ...]``. Only ``batch_dims = 0`` is supported. On CPU
-TensorFlow rejects an index outside ``[0, PA)``; so does polytf, at compile time.
+TensorFlow rejects an index outside ``[0, PA)`` (tensorflow/core/kernels/gather_op.cc);
+so does polytf: at compile time for constant indices, before the kernel runs for run-time
+ones (:class:`~polytf.errors.IndexOutOfRangeError`, naming the node and the index).
 
-Lowering (float32 ``params``): with the index iterators ``d{A}..d{A+Q-1}`` (``Q`` =
-rank of ``indices``) the flat position ``f = sum_j stride_j * d{A+j}`` of an index is
-affine. The flattened ``indices`` are cut into maximal arithmetic runs
-``v0, v0 + s, v0 + 2s, ...`` at positions ``[f0, f1)``; each run is one statement
-``Y[d...] = X[d0..d{A-1}, v0 + s * (f - f0), d{A+Q}...]`` over ``f0 <= f < f1``. An
-arithmetic progression (``range``, a constant, a single index) is one statement.
+Lowering with constant indices (float32 ``params``): with the index iterators
+``d{A}..d{A+Q-1}`` (``Q`` = rank of ``indices``) the flat position
+``f = sum_j stride_j * d{A+j}`` of an index is affine. The flattened ``indices`` are cut
+into maximal arithmetic runs ``v0, v0 + s, v0 + 2s, ...`` at positions ``[f0, f1)``; each
+run is one statement ``Y[d...] = X[d0..d{A-1}, v0 + s * (f - f0), d{A+Q}...]`` over
+``f0 <= f < f1``. An arithmetic progression (``range``, a constant, a single index) is
+one statement.
+
+Lowering with run-time indices (an embedding lookup on token ids): one statement
+``Y[d...] = gather(X[d0..d{A-1}, ?, d{A+Q}...], I[d{A}..d{A+Q-1}])``
+(:class:`~polytf.poly.expression.Gather`); the access relation of the table covers its
+whole axis ``A``, and the generated code clamps each position into the table.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.registry import REDUCTION, OpDefinition, register
-from polytf.poly.expression import Access, AffineExpr, Load
+from polytf.poly.expression import Access, AffineExpr, DynamicIndex, Gather, Load
 from polytf.poly.statement import Statement
 
 
@@ -100,10 +108,13 @@ def arithmetic_runs(values: np.ndarray) -> list[tuple[int, int, int, int]]:
 
 
 def lower(node, inputs, outputs, context):
-    """One copy statement per arithmetic run of the flattened indices."""
-    (params,) = inputs
+    """One copy statement per arithmetic run of constant indices, or one gather statement
+    for run-time indices."""
+    params, index_array = inputs
     (y,) = outputs
     axis = _axis(node, len(params.shape), constant_input(node, context, 2, "axis"))
+    if getattr(context, "constants", {}).get(node.inputs[1]) is None:
+        return [_runtime_gather(node, params, index_array, y, axis, context)]
     indices = _indices(node, constant_input(node, context, 1, "indices"), params.shape[axis])
     iterators = tuple(f"d{p}" for p in range(len(y.shape)))
     index_iterators = iterators[axis:axis + indices.ndim]
@@ -130,6 +141,33 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
+def _runtime_gather(node, params, index_array, y, axis: int, context) -> Statement:
+    """``Y[d...] = gather(X[d0..d{A-1}, ?, d{A+Q}...], I[d{A}..d{A+Q-1}])``."""
+    if index_array.type.dtype not in ("int32", "int64"):
+        raise ShapeError(f"GatherV2 node '{node.name}': indices must be int32 or int64, got {index_array.type.dtype}")
+    iterators = tuple(f"d{p}" for p in range(len(y.shape)))
+    rank = len(index_array.shape)
+    table_index = iterators[:axis] + (DynamicIndex(params.shape[axis]),) + iterators[axis + rank:]
+    value = Gather(Load(Access(params.name, tuple(AffineExpr.of(i) if isinstance(i, str) else i for i in table_index))), Load(Access.of(index_array.name, *iterators[axis:axis + rank])), node.name)
+    return Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)
+
+
+def index_checks(scop) -> tuple[tuple[str, int, str], ...]:
+    """``(index array, table extent, node)`` of every run-time gather of ``scop``: the runtime
+    checks those arrays before the kernel runs."""
+    checks = []
+
+    def visit(expr, statement) -> None:
+        if isinstance(expr, Gather) and isinstance(expr.index, Load):
+            checks.append((expr.index.access.array, expr.extent, expr.node or statement.node))
+        for child in expr.children():
+            visit(child, statement)
+
+    for statement in scop.statements:
+        visit(statement.value, statement)
+    return tuple(dict.fromkeys(checks))
+
+
 GATHER_V2 = register(
     OpDefinition(
         "GatherV2",
@@ -137,7 +175,7 @@ GATHER_V2 = register(
         infer,
         reference,
         lower,
-        data_inputs=(0,),
+        data_inputs=(0, 1),
         source="tensorflow/core/ops/array_ops.cc: GatherV2",
         dtypes=("float32", "int32", "int64"),
         foldable=True,

@@ -26,7 +26,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
 from polytf.poly.expression import Access, AffineExpr, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -121,5 +121,5 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-PAD = register(OpDefinition("Pad", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Pad"))
+PAD = register(OpDefinition("Pad", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Pad", dtypes=ANY_DTYPE))
 PAD_V2 = register(OpDefinition("PadV2", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: PadV2"))

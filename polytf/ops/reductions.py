@@ -1,6 +1,6 @@
-"""Reductions over axes: ``Sum``, ``Mean``, ``Max``.
+"""Reductions over axes: ``Sum``, ``Mean``, ``Max``, ``Min``, ``Prod``, ``All``, ``Any``.
 
-Source: TensorFlow op definitions ``Sum``, ``Mean``, ``Max``
+Source: TensorFlow op definitions ``Sum``, ``Mean``, ``Max``, ``Min``, ``Prod``, ``All``, ``Any``
 (tensorflow/core/ops/math_ops.cc, "REGISTER_OP(...).Input("reduction_indices: Tidx")")
 and their kernels (tensorflow/core/kernels/reduction_ops_common.h):
 
@@ -8,15 +8,18 @@ and their kernels (tensorflow/core/kernels/reduction_ops_common.h):
   int32/int64 axes in ``[-n, n)`` (negative axes count from the end), which polytf needs
   as a compile-time constant; duplicates are an error, as in TensorFlow;
 * attr ``keep_dims`` (default False): reduced axes stay as size 1, else they are removed;
-* ``Sum`` of no elements is 0, ``Max`` is ``-inf``, ``Mean`` is NaN; integer ``Mean``
-  (compile-time constants only) divides with truncation toward zero.
+* ``Sum`` of no elements is 0, ``Prod`` 1, ``Max`` is ``-inf``, ``Min`` ``+inf``, ``Mean``
+  is NaN; integer ``Mean`` (compile-time constants only) divides with truncation toward zero;
+* ``All`` and ``Any`` reduce bool tensors (logical and / or; of no elements True / False);
+  polytf folds them at compile time (bool tensors are never computed at run time here).
 
 Lowering, with ``d*`` iterators over the output and ``r0..`` over the reduced axes (in
 input order); the input is read at ``X[...]`` with ``r_j`` at reduced axis ``j`` and the
 matching output iterator elsewhere:
 
 * ``Sum``: ``Y[d] = 0``; ``Y[d] = Y[d] + X[d, r]``
-* ``Max``: ``Y[d] = -inf``; ``Y[d] = max(Y[d], X[d, r])``
+* ``Max``: ``Y[d] = -inf``; ``Y[d] = max(Y[d], X[d, r])``; ``Min`` likewise with ``+inf``, ``min``
+* ``Prod``: ``Y[d] = 1``; ``Y[d] = Y[d] * X[d, r]``
 * ``Mean``: ``T[d] = 0``; ``T[d] = T[d] + X[d, r]``; ``Y[d] = T[d] / N`` with ``N`` the
   number of reduced elements (``T`` a kernel temporary, so that only reductions read the
   element they write, as in :mod:`polytf.ops.softmax`).
@@ -94,9 +97,15 @@ def reference(node, inputs):
     x, indices = np.asarray(inputs[0]), inputs[1]
     axes = reduction_axes(node, x.ndim, indices)
     keep = _keep_dims(node)
+    if node.op in ("All", "Any"):
+        if x.dtype != np.bool_:
+            raise ShapeError(f"{node.op} node '{node.name}': input must be bool, got {x.dtype.name}")
+        return (np.asarray((np.all if node.op == "All" else np.any)(x, axis=axes, keepdims=keep), dtype=np.bool_),)
     if np.issubdtype(x.dtype, np.integer):
-        if node.op == "Max":
-            return (np.max(x, axis=axes, keepdims=keep),)
+        if node.op in ("Max", "Min"):
+            return ((np.max if node.op == "Max" else np.min)(x, axis=axes, keepdims=keep),)
+        if node.op == "Prod":
+            return (np.asarray(np.prod(x.astype(np.int64), axis=axes, keepdims=keep), dtype=x.dtype),)
         total = np.sum(x.astype(np.int64), axis=axes, keepdims=keep)
         if node.op == "Mean":
             count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
@@ -106,6 +115,10 @@ def reference(node, inputs):
     with np.errstate(invalid="ignore"):
         if node.op == "Max":
             result = np.max(value, axis=axes, keepdims=keep, initial=-np.inf)
+        elif node.op == "Min":
+            result = np.min(value, axis=axes, keepdims=keep, initial=np.inf)
+        elif node.op == "Prod":
+            result = np.prod(value, axis=axes, keepdims=keep)
         elif node.op == "Sum":
             result = np.sum(value, axis=axes, keepdims=keep)
         else:
@@ -141,6 +154,11 @@ def _axes_for_lowering(node, input_shape, output_shape, context) -> tuple[int, .
 
 
 def lower(node, inputs, outputs, context):
+    if node.op in ("All", "Any"):
+        raise ShapeError(
+            f"{node.op} node '{node.name}': polytf evaluates {node.op} only at compile time (on constant bool inputs); "
+            "this one reads a tensor computed at run time"
+        )
     (x,) = inputs
     (y,) = outputs
     axes = _axes_for_lowering(node, x.shape, y.shape, context)
@@ -166,11 +184,14 @@ def lower(node, inputs, outputs, context):
         return [statement(output_iterators, y.shape, out, source)]
     full_iterators = output_iterators + reduction_iterators
     full_extents = y.shape + tuple(x.shape[a] for a in axes)
-    if node.op == "Max":
+    if node.op in ("Max", "Min"):
+        initial, combine = (float("-inf"), "max") if node.op == "Max" else (float("inf"), "min")
         return [
-            statement(output_iterators, y.shape, out, Constant(float("-inf"))),
-            statement(full_iterators, full_extents, out, Binary("max", Load(out), source)),
+            statement(output_iterators, y.shape, out, Constant(initial)),
+            statement(full_iterators, full_extents, out, Binary(combine, Load(out), source)),
         ]
+    if node.op == "Prod":
+        return [statement(output_iterators, y.shape, out, Constant(1.0)), statement(full_iterators, full_extents, out, Binary("mul", Load(out), source))]
     if node.op == "Sum":
         return [statement(output_iterators, y.shape, out, Constant(0.0)), statement(full_iterators, full_extents, out, Binary("add", Load(out), source))]
     total = Access.of(context.temporary(y.shape).name, *output_iterators)
@@ -182,7 +203,7 @@ def lower(node, inputs, outputs, context):
     ]
 
 
-def _define(op: str) -> OpDefinition:
+def _define(op: str, dtypes: tuple[str, ...] = ("float32", "int32", "int64")) -> OpDefinition:
     return register(
         OpDefinition(
             op,
@@ -192,7 +213,7 @@ def _define(op: str) -> OpDefinition:
             lower,
             data_inputs=(0,),
             source=f"tensorflow/core/ops/math_ops.cc: {op}",
-            dtypes=("float32", "int32", "int64"),
+            dtypes=dtypes,
             foldable=True,
         )
     )
@@ -201,3 +222,7 @@ def _define(op: str) -> OpDefinition:
 SUM = _define("Sum")
 MEAN = _define("Mean")
 MAX = _define("Max")
+MIN = _define("Min")
+PROD = _define("Prod")
+ALL = _define("All", ("bool",))
+ANY = _define("Any", ("bool",))

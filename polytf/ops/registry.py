@@ -24,6 +24,9 @@ ELEMENTWISE = "elementwise"  # one output element from the same-index elements o
 CONTRACTION = "contraction"  # MatMul, Conv2D: a reduction that anchors a fusion group
 REDUCTION = "reduction"  # MaxPool, Softmax: other reductions
 CATEGORIES = (SOURCE, VIEW, NO_OUTPUT, ELEMENTWISE, CONTRACTION, REDUCTION)
+#: ``OpDefinition.dtypes`` of ops that only move data (Transpose, ConcatV2, Pad, ...): every
+#: dtype generated code handles.
+ANY_DTYPE = ("float32", "int32", "int64", "bool")
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,8 @@ class OpDefinition:
         data_inputs: indices of inputs that the computation reads at run time; the others
             (e.g. Reshape's ``shape``) must be compile-time constants. None means all.
         source: where the semantics come from (for docs and messages).
-        dtypes: dtypes the op accepts (documentation; shape inference enforces float32 for
-            run-time tensors and allows int32/int64 in compile-time constants).
+        dtypes: dtypes the op takes in run-time tensors (shape inference refuses others;
+            compile-time constants of int32/int64 are read by any op that folds them).
         foldable: shape inference evaluates ``reference`` at compile time when every input
             is a compile-time constant (small tensors only; VIEW ops always fold).
         static_value: output values computed from the input types alone (``Shape``): the

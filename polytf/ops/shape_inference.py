@@ -24,6 +24,8 @@ from polytf.ops.sources import placeholder_shape
 
 #: dtype of every tensor computed at run time.
 COMPUTE_DTYPE = "float32"
+#: dtypes of run-time tensors (generated code and the runtime's buffers).
+RUNTIME_DTYPES = ("float32", "int32", "int64", "bool")
 #: dtypes allowed for compile-time constant tensors read only as non-data inputs (e.g. Reshape's shape).
 CONSTANT_INDEX_DTYPES = ("int32", "int64")
 #: Largest tensor (elements) a ``foldable`` op is evaluated on at compile time.
@@ -91,8 +93,8 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
         name = tensor_name(*split_tensor_name(tensor))
         if name not in types:
             raise GraphError(f"graph output '{tensor}' is not produced by any node")
-        if types[name].dtype != COMPUTE_DTYPE:
-            raise ShapeError(f"graph output '{tensor}' has dtype {types[name].dtype}; polytf compiles {COMPUTE_DTYPE} only")
+        if types[name].dtype not in RUNTIME_DTYPES:
+            raise ShapeError(f"graph output '{tensor}' has dtype {types[name].dtype}; polytf computes {', '.join(RUNTIME_DTYPES)}")
     return graph.with_changes(types=types, constants=constants)
 
 
@@ -194,23 +196,25 @@ def _fold(node: Node, definition, input_types, output_types, constants: Mapping[
 
 
 def _check_dtypes(node, definition, input_types, outputs, output_names, constants) -> None:
-    """Only float32 is computed; int32/int64 may appear only in compile-time constants
-    read as non-data inputs (checked at the reader)."""
+    """Generated code computes float32, int32, int64 and bool (:data:`RUNTIME_DTYPES`); a node
+    reads a run-time tensor of another dtype than float32 only if its op takes that dtype
+    (``OpDefinition.dtypes``); other dtypes appear only in compile-time constants."""
     folded = bool(output_names) and all(name in constants for name in output_names)
-    if not folded:
+    if not folded and definition.category != registry.VIEW:  # a view emits no code: any dtype
         for i in definition.data_input_indices(len(node.inputs)):
-            if i < len(input_types) and input_types[i].dtype != COMPUTE_DTYPE:
+            if i >= len(input_types) or node.inputs[i] in constants:
+                continue
+            dtype = input_types[i].dtype
+            if dtype != COMPUTE_DTYPE and dtype not in definition.dtypes:
                 raise ShapeError(
-                    f"node '{node.name}' ({node.op}) reads '{node.inputs[i]}' of dtype {input_types[i].dtype} "
-                    f"as data; polytf compiles {COMPUTE_DTYPE} only"
+                    f"node '{node.name}' ({node.op}) reads the run-time tensor '{node.inputs[i]}' of dtype {dtype}; "
+                    f"{node.op} takes {', '.join(definition.dtypes)} at run time. Cast it first, or make it a constant."
                 )
     for name, output_type in zip(output_names, outputs):
-        if output_type.dtype == COMPUTE_DTYPE:
-            continue
-        if output_type.dtype in CONSTANT_INDEX_DTYPES and name in constants:
+        if output_type.dtype in RUNTIME_DTYPES or name in constants:
             continue
         what = f"placeholder '{node.name}'" if node.op == "Placeholder" else f"node '{node.name}' ({node.op})"
         raise ShapeError(
-            f"{what} produces '{name}' of dtype {output_type.dtype}; polytf compiles {COMPUTE_DTYPE} only "
-            f"(int32/int64 only as compile-time constants such as Reshape's shape)"
+            f"{what} produces '{name}' of dtype {output_type.dtype}; generated code computes {', '.join(RUNTIME_DTYPES)} "
+            f"(other dtypes only as compile-time constants)"
         )

@@ -302,7 +302,7 @@ STRIDED_SLICE = register(
         lower_strided_slice,
         data_inputs=(0,),
         source="tensorflow/core/ops/array_ops.cc: StridedSlice; tensorflow/core/util/strided_slice_op.cc",
-        dtypes=("float32", "int32", "int64"),
+        dtypes=("float32", "int32", "int64", "bool"),
         foldable=True,
     )
 )
@@ -314,7 +314,7 @@ PACK = register(
         reference_pack,
         lower_pack,
         source="tensorflow/core/ops/array_ops.cc: Pack",
-        dtypes=("float32", "int32", "int64"),
+        dtypes=("float32", "int32", "int64", "bool"),
         foldable=True,
     )
 )

@@ -21,7 +21,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
 from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
 
@@ -70,5 +70,5 @@ def lower(node, inputs, outputs, context):
 
 
 TRANSPOSE = register(
-    OpDefinition("Transpose", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Transpose")
+    OpDefinition("Transpose", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Transpose", dtypes=ANY_DTYPE)
 )

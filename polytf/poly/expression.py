@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -130,8 +130,34 @@ class Modulo(_DivisionIndex):
         return f"({self.numerator}) % {self.divisor}"
 
 
-#: One index of an access: affine, or quasi-affine (floor division / modulo by a constant).
-IndexExpr = AffineExpr | FloorDiv | Modulo
+@dataclass(frozen=True)
+class DynamicIndex:
+    """An index known only at run time (a gathered position), somewhere in ``[0, extent)``.
+
+    Its access relation over-approximates it by the whole range (isl manual, "Access
+    relations" may be over-approximations for dependence analysis, as in PPCG's handling of
+    non-affine accesses); a :class:`Gather` expression supplies the value when the code runs.
+    """
+
+    extent: int
+
+    @property
+    def iterators(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def terms(self) -> tuple[tuple[str, int], ...]:
+        return ()
+
+    def evaluate(self, point: Mapping[str, int]) -> int:
+        raise TypeError("a dynamic index has no value without its Gather")
+
+    def __str__(self) -> str:
+        return f"?<{self.extent}"
+
+
+#: One index of an access: affine, quasi-affine (floor division / modulo by a constant), or dynamic.
+IndexExpr = AffineExpr | FloorDiv | Modulo | DynamicIndex
 
 
 @dataclass(frozen=True)
@@ -147,8 +173,23 @@ class Access:
         return Access(array, tuple(i if isinstance(i, (FloorDiv, Modulo)) else AffineExpr.of(i) for i in index))
 
     def to_isl(self, statement: str, iterators: tuple[str, ...]) -> str:
-        """isl map text ``{ S[i, j] -> A[i, j + 1] }``."""
-        return f"{{ {statement}[{', '.join(iterators)}] -> {self.array}[{', '.join(i.to_isl() for i in self.index)}] }}"
+        """isl map text ``{ S[i, j] -> A[i, j + 1] }``; a dynamic index becomes an output
+        variable ranging over its extent (``{ S[i] -> A[g0, i] : 0 <= g0 < 1000 }``)."""
+        if not any(isinstance(i, DynamicIndex) for i in self.index):
+            return f"{{ {statement}[{', '.join(iterators)}] -> {self.array}[{', '.join(i.to_isl() for i in self.index)}] }}"
+        names, bounds = [], []
+        for position, index in enumerate(self.index):
+            if isinstance(index, DynamicIndex):
+                names.append(f"dynamic{position}")
+                bounds.append(f"0 <= dynamic{position} < {index.extent}")
+            else:
+                names.append(index.to_isl())
+        return f"{{ {statement}[{', '.join(iterators)}] -> {self.array}[{', '.join(names)}] : {' and '.join(bounds)} }}"
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether some index is known only at run time (read through a :class:`Gather`)."""
+        return any(isinstance(i, DynamicIndex) for i in self.index)
 
     def __str__(self) -> str:
         return f"{self.array}[{', '.join(map(str, self.index))}]"
@@ -160,6 +201,14 @@ class Expr:
     def loads(self) -> tuple[Access, ...]:
         """Every array element this expression reads, in evaluation order."""
         raise NotImplementedError
+
+    def children(self) -> tuple[Expr, ...]:
+        """The sub-expressions, in evaluation order."""
+        return ()
+
+    def map_children(self, function) -> Expr:
+        """The same node over ``function(child)`` for each child (transforms rebuild trees with it)."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -271,6 +320,12 @@ class Unary(Expr):
     def loads(self) -> tuple[Access, ...]:
         return self.operand.loads()
 
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def map_children(self, function) -> Expr:
+        return Unary(self.op, function(self.operand))
+
     def __str__(self) -> str:
         return f"{self.op}({self.operand})"
 
@@ -290,21 +345,241 @@ class Binary(Expr):
     def loads(self) -> tuple[Access, ...]:
         return self.lhs.loads() + self.rhs.loads()
 
+    def children(self) -> tuple[Expr, ...]:
+        return (self.lhs, self.rhs)
+
+    def map_children(self, function) -> Expr:
+        return Binary(self.op, function(self.lhs), function(self.rhs))
+
     def __str__(self) -> str:
         return f"{self.op}({self.lhs}, {self.rhs})"
 
 
-def evaluate(expr: Expr, load: callable) -> np.float32:
-    """Evaluate ``expr`` in float32, reading elements with ``load(access)``.
+# --- typed expressions: comparisons, logic, selection, conversion, gathers ---------------
+
+#: dtypes generated code computes with (bool is one byte in memory, as numpy's bool_).
+DTYPES = ("float32", "int32", "int64", "bool")
+
+#: Comparison operators and their numpy meaning (NaN compares unequal, as in C and TensorFlow).
+COMPARE_OPS = {
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+}
+
+#: Logical operators on bool operands.
+LOGICAL_OPS = {"and": np.logical_and, "or": np.logical_or, "not": np.logical_not}
+
+
+@dataclass(frozen=True)
+class Compare(Expr):
+    """``op(lhs, rhs)`` -> bool, ``op`` in :data:`COMPARE_OPS`; operands of one dtype."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+    def __post_init__(self) -> None:
+        if self.op not in COMPARE_OPS:
+            raise ValueError(f"unknown comparison {self.op!r}")
+
+    def loads(self) -> tuple[Access, ...]:
+        return self.lhs.loads() + self.rhs.loads()
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.lhs, self.rhs)
+
+    def map_children(self, function) -> Expr:
+        return Compare(self.op, function(self.lhs), function(self.rhs))
+
+    def __str__(self) -> str:
+        return f"{self.op}({self.lhs}, {self.rhs})"
+
+
+@dataclass(frozen=True)
+class Logical(Expr):
+    """``and``/``or`` of two bool operands, ``not`` of one (``rhs`` None)."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in LOGICAL_OPS or (self.op == "not") != (self.rhs is None):
+            raise ValueError(f"bad logical operator {self.op!r} with {'one' if self.rhs is None else 'two'} operands")
+
+    def loads(self) -> tuple[Access, ...]:
+        return self.lhs.loads() + (self.rhs.loads() if self.rhs is not None else ())
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.lhs,) if self.rhs is None else (self.lhs, self.rhs)
+
+    def map_children(self, function) -> Expr:
+        return Logical(self.op, function(self.lhs), None if self.rhs is None else function(self.rhs))
+
+    def __str__(self) -> str:
+        return f"{self.op}({', '.join(map(str, self.children()))})"
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """``condition ? then : otherwise`` with a bool condition (TensorFlow ``SelectV2``)."""
+
+    condition: Expr
+    then: Expr
+    otherwise: Expr
+
+    def loads(self) -> tuple[Access, ...]:
+        return self.condition.loads() + self.then.loads() + self.otherwise.loads()
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.condition, self.then, self.otherwise)
+
+    def map_children(self, function) -> Expr:
+        return Select(function(self.condition), function(self.then), function(self.otherwise))
+
+    def __str__(self) -> str:
+        return f"select({self.condition}, {self.then}, {self.otherwise})"
+
+
+@dataclass(frozen=True)
+class Convert(Expr):
+    """``operand`` converted to ``dtype`` (TensorFlow ``Cast``: float -> int truncates toward
+    zero, anything -> bool is ``!= 0``, bool -> number is 0 or 1)."""
+
+    dtype: str
+    operand: Expr
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"cannot convert to {self.dtype!r}; generated code has {', '.join(DTYPES)}")
+
+    def loads(self) -> tuple[Access, ...]:
+        return self.operand.loads()
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def map_children(self, function) -> Expr:
+        return Convert(self.dtype, function(self.operand))
+
+    def __str__(self) -> str:
+        return f"{self.dtype}({self.operand})"
+
+
+@dataclass(frozen=True)
+class Gather(Expr):
+    """``table`` read at a run-time position: ``table.access`` has one :class:`DynamicIndex`,
+    whose value is ``index`` (an int32/int64 expression). Generated code clamps the position
+    into ``[0, extent)``, so that no value of ``index`` reads outside the table; the runtime
+    checks the indices before the kernel runs and raises on one out of range, as
+    TensorFlow's CPU kernel does (tensorflow/core/kernels/gather_functor.h)."""
+
+    table: Load
+    index: Expr
+    #: the GatherV2 node, for the runtime's error message (not part of the computation)
+    node: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if sum(isinstance(i, DynamicIndex) for i in self.table.access.index) != 1:
+            raise ValueError(f"a Gather's table access needs exactly one dynamic index: {self.table}")
+
+    @property
+    def axis(self) -> int:
+        return next(k for k, i in enumerate(self.table.access.index) if isinstance(i, DynamicIndex))
+
+    @property
+    def extent(self) -> int:
+        return self.table.access.index[self.axis].extent
+
+    def loads(self) -> tuple[Access, ...]:
+        return self.index.loads() + self.table.loads()
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.index, self.table)
+
+    def map_children(self, function) -> Expr:
+        return Gather(function(self.table), function(self.index), self.node)
+
+    def concrete(self, position: int) -> Access:
+        """The table access with the dynamic index replaced by ``position``."""
+        index = list(self.table.access.index)
+        index[self.axis] = AffineExpr.of(int(position))
+        return Access(self.table.access.array, tuple(index))
+
+    def __str__(self) -> str:
+        return f"gather({self.table}, {self.index})"
+
+
+def result_dtype(expr: Expr, array_dtypes: Mapping[str, str]) -> str:
+    """The dtype an expression computes, given the dtype of each array it loads."""
+    if isinstance(expr, Load):
+        return array_dtypes[expr.access.array]
+    if isinstance(expr, (Compare, Logical)):
+        return "bool"
+    if isinstance(expr, Convert):
+        return expr.dtype
+    if isinstance(expr, Select):
+        return result_dtype(expr.then, array_dtypes)
+    if isinstance(expr, Gather):
+        return result_dtype(expr.table, array_dtypes)
+    if isinstance(expr, Binary):
+        left, right = result_dtype(expr.lhs, array_dtypes), result_dtype(expr.rhs, array_dtypes)
+        return left if left == right else "float32"
+    if isinstance(expr, Unary):
+        return result_dtype(expr.operand, array_dtypes)
+    return "float32"  # Constant
+
+
+def _same_kind(value, *operands):
+    """float32 unless every operand is an integer of one dtype (integer arithmetic keeps it)."""
+    kinds = {np.asarray(o).dtype for o in operands}
+    if len(kinds) == 1 and next(iter(kinds)).kind in "iu":
+        return np.asarray(value).astype(next(iter(kinds)))[()]
+    return np.float32(value)
+
+
+def evaluate(expr: Expr, load: callable):
+    """Evaluate ``expr`` reading elements with ``load(access)``: float32 arithmetic, integer
+    arithmetic on integer operands, bool for comparisons and logic.
 
     Used by the reference interpreter; generated code follows the same semantics.
+
+    Raises:
+        IndexError: a :class:`Gather` position outside its table (generated code clamps
+            it; the runtime refuses it before the kernel runs).
     """
     if isinstance(expr, Load):
-        return np.float32(load(expr.access))
+        return load(expr.access)[()]
     if isinstance(expr, Constant):
         return np.float32(expr.value)
     if isinstance(expr, Unary):
-        return np.float32(UNARY_OPS[expr.op](evaluate(expr.operand, load)))
+        operand = evaluate(expr.operand, load)
+        with np.errstate(all="ignore"):
+            return _same_kind(UNARY_OPS[expr.op](operand), operand)
     if isinstance(expr, Binary):
-        return np.float32(BINARY_OPS[expr.op](evaluate(expr.lhs, load), evaluate(expr.rhs, load)))
+        lhs, rhs = evaluate(expr.lhs, load), evaluate(expr.rhs, load)
+        with np.errstate(all="ignore"):
+            return _same_kind(BINARY_OPS[expr.op](lhs, rhs), lhs, rhs)
+    if isinstance(expr, Compare):
+        return np.bool_(COMPARE_OPS[expr.op](evaluate(expr.lhs, load), evaluate(expr.rhs, load)))
+    if isinstance(expr, Logical):
+        operands = [np.bool_(evaluate(child, load)) for child in expr.children()]
+        return np.bool_(LOGICAL_OPS[expr.op](*operands))
+    if isinstance(expr, Select):
+        return evaluate(expr.then, load) if evaluate(expr.condition, load) else evaluate(expr.otherwise, load)
+    if isinstance(expr, Convert):
+        value = evaluate(expr.operand, load)
+        if expr.dtype == "bool":
+            return np.bool_(value != 0)
+        with np.errstate(invalid="ignore"):
+            return np.asarray(value).astype(expr.dtype)[()]
+    if isinstance(expr, Gather):
+        position = int(evaluate(expr.index, load))
+        if not 0 <= position < expr.extent:
+            raise IndexError(f"gather index {position} is not in [0, {expr.extent})")
+        return load(expr.concrete(position))[()]
     raise TypeError(f"unknown expression {expr!r}")

@@ -31,13 +31,22 @@ def isl_dim_set():
     return isl.dim_type.set
 
 
+def _unwritten(info) -> np.ndarray:
+    """NaN for float arrays (a read of an unwritten element shows), the dtype's minimum otherwise."""
+    if np.dtype(info.dtype).kind == "f":
+        return np.full(info.shape, np.nan, info.dtype)
+    if info.dtype == "bool":
+        return np.zeros(info.shape, bool)
+    return np.full(info.shape, np.iinfo(info.dtype).min, info.dtype)
+
+
 def interpret(scop: Scop, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run ``scop`` on ``arrays`` (by Scop array name); returns all arrays after the run.
 
     Arrays missing from ``arrays`` (outputs, temporaries) start as NaN, so a statement
     that reads an element nobody wrote shows up as NaN in the result.
     """
-    state = {a.name: np.array(arrays[a.name], dtype=a.dtype, copy=True) if a.name in arrays else np.full(a.shape, np.nan, a.dtype) for a in scop.arrays}
+    state = {a.name: np.array(arrays[a.name], dtype=a.dtype, copy=True) if a.name in arrays else _unwritten(a) for a in scop.arrays}
     for statement in scop.statements:
         for point in domain_points(statement):
             env = dict(zip(statement.iterators, point))

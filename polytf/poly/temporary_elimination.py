@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo, Unary
+from polytf.poly.expression import Access, AffineExpr, Constant, DynamicIndex, Expr, FloorDiv, Load, Modulo
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 
@@ -164,24 +164,18 @@ def _substitute(expr: Expr, access: Access, value: Expr) -> Expr:
     """``expr`` with every load of ``access`` replaced by ``value``."""
     if isinstance(expr, Load):
         return value if expr.access == access else expr
-    if isinstance(expr, Unary):
-        return Unary(expr.op, _substitute(expr.operand, access, value))
-    if isinstance(expr, Binary):
-        return Binary(expr.op, _substitute(expr.lhs, access, value), _substitute(expr.rhs, access, value))
-    return expr
+    return expr.map_children(lambda child: _substitute(child, access, value))
 
 
 def _rename_iterators(expr: Expr, renaming: dict[str, str]) -> Expr:
     if isinstance(expr, Load):
         return Load(Access(expr.access.array, tuple(_rename_index(i, renaming) for i in expr.access.index)))
-    if isinstance(expr, Unary):
-        return Unary(expr.op, _rename_iterators(expr.operand, renaming))
-    if isinstance(expr, Binary):
-        return Binary(expr.op, _rename_iterators(expr.lhs, renaming), _rename_iterators(expr.rhs, renaming))
-    return expr
+    return expr.map_children(lambda child: _rename_iterators(child, renaming))
 
 
 def _rename_index(index, renaming: dict[str, str]):
+    if isinstance(index, DynamicIndex):
+        return index
     if isinstance(index, (FloorDiv, Modulo)):
         return type(index)(_rename_index(index.numerator, renaming), index.divisor)
     return AffineExpr.combine(*((coefficient, renaming.get(name, name)) for name, coefficient in index.terms), constant=index.constant)
@@ -190,11 +184,7 @@ def _rename_index(index, renaming: dict[str, str]):
 def _rename_array_in(expr: Expr, old: str, new: str) -> Expr:
     if isinstance(expr, Load):
         return Load(Access(new, expr.access.index)) if expr.access.array == old else expr
-    if isinstance(expr, Unary):
-        return Unary(expr.op, _rename_array_in(expr.operand, old, new))
-    if isinstance(expr, Binary):
-        return Binary(expr.op, _rename_array_in(expr.lhs, old, new), _rename_array_in(expr.rhs, old, new))
-    return expr
+    return expr.map_children(lambda child: _rename_array_in(child, old, new))
 
 
 def _rename_array(statement: Statement, old: str, new: str) -> Statement:

@@ -18,6 +18,7 @@ import numpy as np
 from polytf.errors import GraphError, ShapeError
 from polytf.graph import Graph, split_tensor_name
 from polytf.graph.passes.fusion import resolve_view
+from polytf.ops.gather import index_checks
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.buffers import aligned_copy
 from polytf.runtime.constant_layout import packed_constants
@@ -42,6 +43,22 @@ def output_key(tensor: str) -> str:
     """Name under which an output tensor is returned: the node name, plus ``:port`` if not 0."""
     node, port = split_tensor_name(tensor)
     return node if port == 0 else f"{node}:{port}"
+
+
+def _converted(value: object, dtype: np.dtype) -> np.ndarray:
+    """``value`` as a C-contiguous array of ``dtype``; integer and bool inputs only when no
+    value changes (an int64 token id beyond int32's range, or a float id, is refused).
+
+    Raises:
+        ValueError: the conversion would change a value.
+    """
+    array = np.asarray(value)
+    if dtype.kind in "iub" and array.dtype != dtype:
+        if array.dtype.kind not in "iub":
+            raise ValueError(f"{array.dtype} values would be truncated; pass {dtype} values")
+        if dtype.kind != "b" and array.size and (array.min() < np.iinfo(dtype).min or array.max() > np.iinfo(dtype).max):
+            raise ValueError(f"values from {array.min()} to {array.max()} do not fit {dtype}")
+    return np.ascontiguousarray(array, dtype=dtype)
 
 
 class CompiledModel:
@@ -127,7 +144,7 @@ class CompiledModel:
                     bindings.append(SlotBinding(INTERMEDIATE, storage))
                 else:
                     raise GraphError(f"kernel {kernel.scop.name} reads '{storage}', which no kernel, placeholder or constant provides")
-            plans.append(KernelPlan(kernel, tuple(bindings)))
+            plans.append(KernelPlan(kernel, tuple(bindings), index_checks(lowered.scop)))
         self._plans = tuple(p for p in plans if isinstance(p, KernelPlan))
         self._steps = tuple(plans)
         self._outputs = [(output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs]
@@ -257,7 +274,7 @@ class CompiledModel:
         for name, value in inputs.items():
             expected = self.input_types[name]
             try:
-                array = np.ascontiguousarray(value, dtype=expected.dtype)
+                array = _converted(value, np.dtype(expected.dtype))
             except (TypeError, ValueError, OverflowError) as error:
                 raise ShapeError(f"input '{name}' cannot be converted to a {expected.dtype} array: {error}") from None
             if tuple(array.shape) != tuple(expected.shape):

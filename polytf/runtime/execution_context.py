@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from polytf.errors import IndexOutOfRangeError
 from polytf.runtime.argument_table import ArgumentTable
 from polytf.runtime.buffers import aligned_empty
 from polytf.runtime.timing import call_latencies
@@ -56,6 +57,8 @@ class KernelPlan:
 
     kernel: CompiledKernel
     bindings: tuple[SlotBinding, ...]
+    #: ``(index array, table extent, node)`` of each run-time gather: checked before the kernel runs
+    index_checks: tuple[tuple[str, int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ class ExecutionContext:
         self._steps: list[ArgumentTable | HostPlan] = []
         self._inputs: Mapping[str, np.ndarray] = {}
         self._outputs: Mapping[str, np.ndarray] = {}
+        self._index_checks: dict[int, list[tuple[int, int, str]]] = {}
         for plan in plans:
             if isinstance(plan, HostPlan):
                 self._steps.append(plan)
@@ -117,6 +121,8 @@ class ExecutionContext:
             table.allocate_unbound()  # temporaries and scratch (PRIVATE), zero-filled scratch
             self._tables.append(table)
             self._steps.append(table)
+            if plan.index_checks:
+                self._index_checks[id(table)] = [(table.slot(array), extent, node) for array, extent, node in plan.index_checks]
             self._per_call.append(per_call)
 
     def bind(self, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray]) -> None:
@@ -136,8 +142,12 @@ class ExecutionContext:
         for step in self._steps:
             if isinstance(step, HostPlan):
                 self._run_host(step)
-            else:
-                step.run(threads)
+                continue
+            checks = self._index_checks.get(id(step))
+            if checks:
+                for slot, extent, node in checks:
+                    check_indices(step.array(slot), extent, node)
+            step.run(threads)
 
     def _buffer(self, binding: SlotBinding) -> np.ndarray:
         if binding.kind == CONSTANT:
@@ -165,6 +175,22 @@ class ExecutionContext:
             for slot, _ in per_call:
                 table.unbind(slot)
         self._inputs, self._outputs = {}, {}
+
+
+def check_indices(indices: np.ndarray, extent: int, node: str) -> None:
+    """Raise IndexOutOfRangeError when an index of a run-time gather lies outside ``[0, extent)``,
+    as TensorFlow's CPU kernel does (tensorflow/core/kernels/gather_op.cc)."""
+    if indices.size == 0:
+        return
+    low, high = int(indices.min()), int(indices.max())
+    if low >= 0 and high < extent:
+        return
+    bad = np.argwhere((indices < 0) | (indices >= extent))[0]
+    position = ", ".join(str(int(i)) for i in bad)
+    raise IndexOutOfRangeError(
+        f"GatherV2 node '{node}': indices[{position}] = {int(indices[tuple(bad)])} is not in [0, {extent}); "
+        "the kernel was not run (polytf never reads outside a table)"
+    )
 
 
 class ContextPool:

@@ -8,7 +8,9 @@ BiasAdd and Relu while it is still in cache). A node joins a group only if all i
 other inputs come from the graph's sources or from groups created earlier, so the
 groups stay acyclic. A group holds at most ``GraphPassConfig.max_fusion_group_nodes``
 nodes: a longer chain becomes several kernels, so that the polyhedral work per kernel is
-bounded and compile time grows linearly with the graph. View ops (Identity, Reshape,
+bounded and compile time grows linearly with the graph. Only float32 nodes fuse into an
+existing group: comparisons, casts and selections on bool masks start their own, so a
+contraction's micro-kernel epilogue stays float32 arithmetic. View ops (Identity, Reshape,
 Squeeze) emit no code: their output aliases their input's buffer. Nodes that run on the
 host (through their numpy reference: :mod:`polytf.runtime.host_fallback`) each form a
 group of their own that nothing fuses into, as XLA leaves unclustered nodes to
@@ -106,7 +108,7 @@ def partition(
             continue
         node = graph.nodes[name]
         target = None
-        if fuse and name not in host_nodes and lookup(node.op).category == ELEMENTWISE:
+        if fuse and name not in host_nodes and lookup(node.op).category == ELEMENTWISE and _float_only(graph, name):
             output_type = graph.types[node.output(0)]
             for tensor in data_inputs(graph, name):
                 producer = graph.producer(tensor).name
@@ -142,6 +144,15 @@ def partition(
         name = ("host" if on_host else "k") + kernel_name(index, names[0])[1:]
         groups.append(FusionGroup(name, tuple(names), tuple(inputs), tuple(outputs), on_host))
     return tuple(groups)
+
+
+def _float_only(graph: Graph, name: str) -> bool:
+    """Whether a node reads and writes float32 only: the nodes that fuse into another group
+    (a comparison, a Cast or a SelectV2 on a bool mask starts its own, so a contraction's
+    micro-kernel epilogue stays float32 arithmetic)."""
+    node = graph.nodes[name]
+    tensors = (*data_inputs(graph, name), node.output(0))
+    return all(graph.types[t].dtype == "float32" for t in tensors)
 
 
 def _consumers_through_views(graph: Graph, tensor: str, consumers) -> list:

@@ -7,6 +7,7 @@ the same with polytf's passes:
 1. prune to the fan-in of the outputs (:mod:`~polytf.graph.passes.pruning`);
 2. identity removal (``Identity``/``StopGradient``/``Snapshot``/``NoOp``, control edges);
 3. constant folding (with the op registry's numpy references);
+   then split rewriting (``Split``/``SplitV``/``Unpack`` into one ``Slice`` per used output);
 4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
 5. batch-norm folding into convolution weights and biases;
 6. common-subexpression elimination;
@@ -29,6 +30,7 @@ from polytf.graph.passes.batch_norm_folding import fold_batch_norms
 from polytf.graph.passes.common_subexpressions import eliminate_common_subexpressions
 from polytf.graph.passes.constant_folding import fold_constants
 from polytf.graph.passes.identity_removal import remove_identities
+from polytf.graph.passes.multi_output import split_multi_output_ops
 from polytf.graph.passes.pruning import prune_to_outputs
 from polytf.graph.passes.report import PassReport
 
@@ -39,6 +41,7 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
     ("prune", lambda graph, config: prune_to_outputs(graph)),
     ("identity removal", lambda graph, config: remove_identities(graph)),
     ("constant folding", fold_constants),
+    ("split rewriting", lambda graph, config: split_multi_output_ops(graph)),
     ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
     ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
     ("common subexpression elimination", eliminate_common_subexpressions),

@@ -12,8 +12,9 @@ from polytf.poly.interpreter import interpret
 from polytf.poly.scop import ArrayInfo, Scop
 
 
-def run_op_with_constants(node: Node, inputs, *, lower: bool = True):
-    """Like the ``run_op`` fixture, but the lowering context carries the constant inputs.
+def run_op_with_constants(node: Node, inputs, *, lower: bool = True, known: tuple[int, ...] = ()):
+    """Like the ``run_op`` fixture, but the lowering context carries the constant inputs
+    (and the data inputs at positions ``known``, as when a graph constant feeds them).
 
     Returns ``(reference outputs, lowered outputs or None, statements)``.
     """
@@ -22,7 +23,7 @@ def run_op_with_constants(node: Node, inputs, *, lower: bool = True):
     inputs = [np.asarray(x) for x in inputs]
     data = definition.data_input_indices(len(inputs))
     input_types = [TensorType(tuple(x.shape), x.dtype.name) for x in inputs]
-    constants = [None if i in data else x for i, x in enumerate(inputs)]
+    constants = [None if i in data and i not in known else x for i, x in enumerate(inputs)]
     out_types = definition.infer(node, input_types, constants)
     expected = definition.reference(node, inputs)
     assert len(expected) == len(out_types)

@@ -204,9 +204,10 @@ def test_cast_folds_constants_and_copies_float32(rand, run_op):
     np.testing.assert_array_equal(graph.constants["c:0"], np.array([1, 2, 3], np.float32))
 
 
-def test_cast_of_run_time_tensor_to_int_names_the_node():
-    with pytest.raises(ShapeError, match="Cast node 'c' converts a run-time tensor from float32 to int32"):
-        registry.lookup("Cast").infer(_cast("float32", "int32"), [TensorType((2,))], [None])
+def test_cast_of_run_time_float64_names_the_node():
+    assert registry.lookup("Cast").infer(_cast("float32", "int32"), [TensorType((2,))], [None]) == (TensorType((2,), "int32"),)
+    with pytest.raises(ShapeError, match="Cast node 'c' converts a run-time tensor from float64 to float32"):
+        registry.lookup("Cast").infer(_cast("float64", "float32"), [TensorType((2,), "float64")], [None])
     with pytest.raises(ShapeError, match="SrcT=int32"):
         registry.lookup("Cast").infer(_cast("int32", "float32"), [TensorType((2,))], [None])
 

@@ -141,3 +141,28 @@ def test_tune_skips_host_nodes_and_reports_them(host_ops, model_path, tmp_path):
     report = polytf.tune(model_path("TestHostCube"), trials=1, cache_dir=tmp_path / "cache", outputs=["out"])
     assert [n.name for n in report.host_nodes] == ["middle"]
     assert {row.kernel for row in report.kernels} and not any("middle" in row.kernel for row in report.kernels)
+
+
+def test_a_tensorflow_op_with_only_a_reference_runs_on_the_host_and_matches_tensorflow(tmp_path, capsys):
+    """``All`` over a run-time bool tensor has a numpy reference but no lowering: it runs on
+    the host between the compiled comparison and the compiled multiplication."""
+    tf = pytest.importorskip("tensorflow")
+    from polytf.model_zoo.freeze import freeze_to_graphdef
+    from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
+
+    def model(x):
+        every = tf.reduce_all(x > -1.0, axis=-1)
+        return tf.cast(every, tf.float32) * tf.reduce_sum(x * x, axis=-1)
+
+    path = tmp_path / "all.pb"
+    path.write_bytes(freeze_to_graphdef(tf.function(model), [("x", (4, 5))]).SerializeToString())
+    compiled = polytf.load(path, cache_dir=tmp_path / "cache")
+    assert [node.op for node in compiled.host_nodes] == ["All"]
+    x = np.random.default_rng(2).standard_normal((4, 5)).astype(np.float32)
+    (name,) = compiled.output_names
+    expected = run_graphdef_with_tensorflow(path, {"x": x}, [name])[name]
+    np.testing.assert_allclose(compiled(x=x)[name], expected, rtol=1e-5, atol=1e-6)
+    assert main(["show", str(path)]) == 0
+    assert "(All) on the host" in capsys.readouterr().out
+    with pytest.raises(UnsupportedOpError, match="All"):
+        polytf.load(path, cache_dir=tmp_path / "cache", fallback=False)
