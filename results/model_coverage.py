@@ -22,25 +22,12 @@ import numpy as np
 
 import polytf
 from polytf.model_zoo import run_graphdef_with_tensorflow, write_model
-from polytf.model_zoo.language_models import VOCABULARY_SIZE
+from polytf.model_zoo.language_models import zoo_inputs
 from polytf.model_zoo.saved_models import SIGNATURE_OUTPUT, write_saved_model
 from polytf.runtime.model_builder import prepare_model
 
 MODELS = ["gpt2_block", "bert_encoder", "unet", "transformer_encoder", "mobilenet_v2", "resnet50", "inception_v3",
           "densenet121", "efficientnet_b0", "xception", "nasnet_mobile"]
-
-
-def feeds_for(model, rng):
-    feeds = {}
-    for name, tensor_type in model.input_types.items():
-        shape, dtype = tuple(int(d) for d in tensor_type.shape), tensor_type.dtype
-        if name == "attention_mask":
-            feeds[name] = (np.arange(shape[-1]) < 3 * shape[-1] // 4).astype(dtype)[None].repeat(shape[0], 0)
-        elif dtype.startswith("int"):
-            feeds[name] = rng.integers(0, VOCABULARY_SIZE, size=shape).astype(dtype)
-        else:
-            feeds[name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
 
 
 def row(name: str, directory: Path) -> str:
@@ -50,7 +37,7 @@ def row(name: str, directory: Path) -> str:
     start = time.perf_counter()
     model = polytf.load(path, cache_dir=directory / "cache", fallback=False)
     load_s = time.perf_counter() - start
-    feeds = feeds_for(model, np.random.default_rng(7))
+    feeds = zoo_inputs(model.input_types, seed=7)
     (output,) = model.output_names
     got = model(**feeds)[output]
     reference = run_graphdef_with_tensorflow(path, feeds, [output])[output]
@@ -64,7 +51,7 @@ def saved_model_row(directory: Path) -> str:
     frozen = write_model("unet", directory / "unet_frozen.pb")
     saved = write_saved_model("unet", directory / "unet_saved")
     from_frozen = polytf.load(frozen, cache_dir=directory / "cache", fallback=False)
-    feeds = feeds_for(from_frozen, np.random.default_rng(3))
+    feeds = zoo_inputs(from_frozen.input_types, seed=3)
     a = from_frozen(**feeds)["Identity"]
     b = polytf.load(saved, cache_dir=directory / "cache", fallback=False)(**feeds)[SIGNATURE_OUTPUT]
     return f"- U-Net SavedModel (signature serving_default, output `{SIGNATURE_OUTPUT}`) vs its frozen GraphDef: bit-for-bit equal: {np.array_equal(a, b)}."

@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from polytf.errors import DependencyMissingError, GraphError
+from polytf.errors import GraphError
+from polytf.frontend.tensorflow_import import import_tensorflow
 
 __all__ = ["DEFAULT_SIGNATURE", "is_saved_model", "freeze_signature"]
 
@@ -36,18 +37,6 @@ def is_saved_model(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a directory holding ``saved_model.pb``."""
     directory = Path(path)
     return directory.is_dir() and (directory / "saved_model.pb").is_file()
-
-
-def _import_tensorflow() -> Any:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise DependencyMissingError(
-            "reading a SavedModel directory needs TensorFlow (pip install 'polytf[tensorflow]'); "
-            "without it, give polytf a frozen GraphDef (.pb) instead"
-        ) from None
-    return tf
 
 
 def freeze_signature(path: str | os.PathLike[str], signature: str | None = None) -> Any:
@@ -71,7 +60,7 @@ def freeze_signature(path: str | os.PathLike[str], signature: str | None = None)
     if not is_saved_model(path):
         raise GraphError(f"cannot read '{shown}' as a SavedModel: it is not a directory with a saved_model.pb")
     signature = signature or DEFAULT_SIGNATURE
-    tf = _import_tensorflow()
+    tf = import_tensorflow("reading a SavedModel directory (without it, give polytf a frozen GraphDef .pb instead)")
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     try:

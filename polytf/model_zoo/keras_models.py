@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from polytf.errors import DependencyMissingError
+from polytf.frontend.tensorflow_import import import_tensorflow as _import_tensorflow
 
 __all__ = [
     "mlp",
@@ -33,16 +34,7 @@ DEFAULT_SEED = 0
 
 def import_tensorflow() -> Any:
     """Import and return ``tensorflow`` (quietly), or raise DependencyMissingError."""
-    import os
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise DependencyMissingError(
-            "TensorFlow is needed for the model zoo and for running graphs with TensorFlow: pip install 'polytf[tensorflow]'"
-        ) from None
-    return tf
+    return _import_tensorflow("the model zoo and for running graphs with TensorFlow")
 
 
 def _import_keras() -> Any:

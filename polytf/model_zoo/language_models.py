@@ -30,10 +30,31 @@ import numpy as np
 
 from polytf.model_zoo.keras_models import DEFAULT_SEED, _glorot, import_tensorflow
 
-__all__ = ["gpt2_block", "bert_encoder", "VOCABULARY_SIZE"]
+__all__ = ["gpt2_block", "bert_encoder", "VOCABULARY_SIZE", "zoo_inputs"]
 
 #: Token ids of both models lie in ``[0, VOCABULARY_SIZE)``.
 VOCABULARY_SIZE = 1000
+
+
+def zoo_inputs(input_types, seed: int = 0) -> dict:
+    """Inputs for a zoo model, by placeholder: token ids uniform over the vocabulary, an
+    ``attention_mask`` that pads the last quarter of the keys, standard-normal floats.
+
+    Args:
+        input_types: placeholder name -> TensorType (``CompiledModel.input_types``).
+        seed: seed of the generator.
+    """
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, tensor_type in input_types.items():
+        shape, dtype = tuple(int(d) for d in tensor_type.shape), tensor_type.dtype
+        if name == "attention_mask":
+            feeds[name] = (np.arange(shape[-1]) < 3 * shape[-1] // 4).astype(dtype)[None].repeat(shape[0], 0)
+        elif dtype.startswith("int"):
+            feeds[name] = rng.integers(0, VOCABULARY_SIZE, size=shape).astype(dtype)
+        else:
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
 
 
 class _Weights:

@@ -38,10 +38,9 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.elementwise import broadcast_access, broadcast_shapes, infer_binary
+from polytf.ops.elementwise import broadcast_access, broadcast_shapes, infer_binary, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import Access, Binary, Constant, Expr, Load, Unary
-from polytf.poly.statement import Statement
+from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
 
 #: The largest integer exponent written as a multiplication chain.
 MAX_CHAIN_EXPONENT = 16
@@ -128,7 +127,6 @@ def lower(node, inputs, outputs, context):
     """``S[d0..d{R-1}]: Z[d...] = f(X[bcast(d)], Y[bcast(d)])``."""
     a, b = inputs
     (c,) = outputs
-    iterators = tuple(f"d{i}" for i in range(len(c.shape)))
     x = Load(broadcast_access(a.name, a.shape, c.shape))
     y = Load(broadcast_access(b.name, b.shape, c.shape))
     if node.op == "Maximum":
@@ -143,7 +141,7 @@ def lower(node, inputs, outputs, context):
         value = Binary("sub", x, Binary("mul", Unary("floor", Binary("div", x, y)), y))
     else:
         value = power(x, y, _uniform_constant(node, context, 1))
-    return [Statement(context.statement_name(), iterators, c.shape, Access.of(c.name, *iterators), value, node=node.name, op=node.op)]
+    return pointwise(node, c, value, context)
 
 
 # --- ClipByValue -----------------------------------------------------------------------
@@ -175,13 +173,12 @@ def lower_clip(node, inputs, outputs, context):
     """``S[d...]: Y[d...] = minimum(maximum(T[d...], LO[bcast(d)]), HI[bcast(d)])``."""
     t, low, high = inputs
     (y,) = outputs
-    iterators = tuple(f"d{i}" for i in range(len(y.shape)))
     value = Binary(
         "minimum",
-        Binary("maximum", Load(Access.of(t.name, *iterators)), Load(broadcast_access(low.name, low.shape, y.shape))),
+        Binary("maximum", Load(broadcast_access(t.name, t.shape, y.shape)), Load(broadcast_access(low.name, low.shape, y.shape))),
         Load(broadcast_access(high.name, high.shape, y.shape)),
     )
-    return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
+    return pointwise(node, y, value, context)
 
 
 DEFINITIONS = {

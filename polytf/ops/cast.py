@@ -23,9 +23,9 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.elementwise import broadcast_access, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import Access, Convert, Load
-from polytf.poly.statement import Statement
+from polytf.poly.expression import Convert, Load
 
 #: dtypes a compile-time constant may be cast between.
 CAST_DTYPES = ("float32", "float64", "int32", "int64", "bool")
@@ -93,11 +93,10 @@ def lower(node, inputs, outputs, context):
     (y,) = outputs
     if x.type.dtype not in RUNTIME_CAST_DTYPES or y.type.dtype not in RUNTIME_CAST_DTYPES:
         raise ShapeError(f"Cast node '{node.name}': cannot generate code for {x.type.dtype} -> {y.type.dtype}")
-    iterators = tuple(f"d{i}" for i in range(len(y.shape)))
-    value = Load(Access.of(x.name, *iterators))
+    value = Load(broadcast_access(x.name, x.shape, y.shape))
     if x.type.dtype != y.type.dtype:
         value = Convert(y.type.dtype, value)
-    return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
+    return pointwise(node, y, value, context)
 
 
 CAST = register(

@@ -20,10 +20,9 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.elementwise import broadcast_access, broadcast_shapes
+from polytf.ops.elementwise import broadcast_access, broadcast_shapes, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import COMPARE_OPS, Access, Compare, Load
-from polytf.poly.statement import Statement
+from polytf.poly.expression import COMPARE_OPS, Compare, Load
 
 #: TensorFlow op -> comparison operator of :data:`~polytf.poly.expression.COMPARE_OPS`
 COMPARISONS = {
@@ -63,13 +62,12 @@ def lower(node, inputs, outputs, context):
     """``S[d...]: Z[d...] = op(X[bcast(d)], Y[bcast(d)])``."""
     a, b = inputs
     (c,) = outputs
-    iterators = tuple(f"d{i}" for i in range(len(c.shape)))
     value = Compare(
         COMPARISONS[node.op],
         Load(broadcast_access(a.name, a.shape, c.shape)),
         Load(broadcast_access(b.name, b.shape, c.shape)),
     )
-    return [Statement(context.statement_name(), iterators, c.shape, Access.of(c.name, *iterators), value, node=node.name, op=node.op)]
+    return pointwise(node, c, value, context)
 
 
 DEFINITIONS = {

@@ -74,6 +74,15 @@ def broadcast_access(name: str, input_shape: tuple[int, ...], output_shape: tupl
     return Access.of(name, *index)
 
 
+def pointwise(node, output, value, context) -> list[Statement]:
+    """The one statement of a point-wise op: ``S[d0..d{R-1}]: Y[d...] = value`` over
+    ``output``'s shape (``value`` indexes its operands with the iterators ``d0..d{R-1}``,
+    e.g. through :func:`broadcast_access`)."""
+    iterators = tuple(f"d{i}" for i in range(len(output.shape)))
+    write = Access.of(output.name, *iterators)
+    return [Statement(context.statement_name(), iterators, output.shape, write, value, node=node.name, op=node.op)]
+
+
 def _output_access(output) -> tuple[Access, tuple[str, ...]]:
     iterators = tuple(f"d{i}" for i in range(len(output.shape)))
     return Access.of(output.name, *iterators), iterators

@@ -14,10 +14,9 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.elementwise import broadcast_access, broadcast_shapes
+from polytf.ops.elementwise import broadcast_access, broadcast_shapes, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import Access, Load, Logical
-from polytf.poly.statement import Statement
+from polytf.poly.expression import Load, Logical
 
 _OPERATORS = {"LogicalAnd": "and", "LogicalOr": "or", "LogicalNot": "not"}
 
@@ -46,10 +45,9 @@ def reference(node, inputs):
 def lower(node, inputs, outputs, context):
     """``S[d...]: Z[d...] = X[bcast(d)] and/or Y[bcast(d)]`` (``not X[d...]``)."""
     (c,) = outputs
-    iterators = tuple(f"d{i}" for i in range(len(c.shape)))
     loads = [Load(broadcast_access(x.name, x.shape, c.shape)) for x in inputs]
     value = Logical(_OPERATORS[node.op], *loads)
-    return [Statement(context.statement_name(), iterators, c.shape, Access.of(c.name, *iterators), value, node=node.name, op=node.op)]
+    return pointwise(node, c, value, context)
 
 
 DEFINITIONS = {

@@ -22,10 +22,9 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.elementwise import broadcast_access, broadcast_shapes
+from polytf.ops.elementwise import broadcast_access, broadcast_shapes, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Access, Load, Select
-from polytf.poly.statement import Statement
 
 
 def _row_condition(node, condition: TensorType, value: TensorType) -> bool:
@@ -69,9 +68,8 @@ def lower(node, inputs, outputs, context):
     """``S[d...]: Y[d...] = select(C[..], T[bcast(d)], E[bcast(d)])``."""
     condition, then, otherwise = inputs
     (y,) = outputs
-    iterators = tuple(f"d{i}" for i in range(len(y.shape)))
     if _row_condition(node, condition.type, then.type):
-        condition_access = Access.of(condition.name, iterators[0])
+        condition_access = Access.of(condition.name, "d0")
     else:
         condition_access = broadcast_access(condition.name, condition.shape, y.shape)
     value = Select(
@@ -79,7 +77,7 @@ def lower(node, inputs, outputs, context):
         Load(broadcast_access(then.name, then.shape, y.shape)),
         Load(broadcast_access(otherwise.name, otherwise.shape, y.shape)),
     )
-    return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
+    return pointwise(node, y, value, context)
 
 
 DEFINITIONS = {

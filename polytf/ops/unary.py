@@ -42,9 +42,9 @@ from collections.abc import Callable
 import numpy as np
 
 from polytf.errors import ShapeError
+from polytf.ops.elementwise import broadcast_access, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import BINARY_OPS, UNARY_OPS, Access, Binary, Constant, Expr, Load, Unary
-from polytf.poly.statement import Statement
 
 
 def _relu6(x: Expr, node) -> Expr:
@@ -169,10 +169,9 @@ def lower(node, inputs, outputs, context):
     """``S[d0..d{R-1}]: Y[d...] = f(X[d...])``."""
     (x,) = inputs
     (y,) = outputs
-    iterators = tuple(f"d{i}" for i in range(len(y.shape)))
     body, _ = _UNARY[node.op]
-    value = body(Load(Access.of(x.name, *iterators)), node)
-    return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
+    value = body(Load(broadcast_access(x.name, x.shape, y.shape)), node)
+    return pointwise(node, y, value, context)
 
 
 DEFINITIONS = {

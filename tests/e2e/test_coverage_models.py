@@ -16,7 +16,7 @@ pytest.importorskip("tensorflow")
 
 import polytf  # noqa: E402
 from polytf.errors import PolytfError  # noqa: E402
-from polytf.model_zoo.language_models import VOCABULARY_SIZE  # noqa: E402
+from polytf.model_zoo.language_models import VOCABULARY_SIZE, zoo_inputs  # noqa: E402
 
 OUTPUT = "Identity"
 SMALL_MODELS = ["gpt2_block", "bert_encoder", "unet"]
@@ -25,18 +25,7 @@ KERAS_APPLICATIONS = ["resnet50", "inception_v3", "densenet121", "mobilenet_v2",
 
 
 def _feeds(model: polytf.CompiledModel, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Inputs for a loaded zoo model: token ids in the vocabulary, a mask that pads the last
-    quarter of the keys, or standard-normal images."""
-    feeds = {}
-    for placeholder, tensor_type in model.input_types.items():
-        shape, dtype = tuple(int(d) for d in tensor_type.shape), tensor_type.dtype
-        if placeholder == "attention_mask":
-            feeds[placeholder] = (np.arange(shape[-1]) < 3 * shape[-1] // 4).astype(dtype)[None].repeat(shape[0], 0)
-        elif dtype.startswith("int"):
-            feeds[placeholder] = rng.integers(0, VOCABULARY_SIZE, size=shape).astype(dtype)
-        else:
-            feeds[placeholder] = rng.standard_normal(shape).astype(dtype)
-    return feeds
+    return zoo_inputs(model.input_types, seed=int(rng.integers(1 << 30)))
 
 
 def _compare(path, rng, tf_reference, assert_close, **load_kwargs) -> polytf.CompiledModel:
