@@ -16,6 +16,7 @@ from polytf.ops import (  # noqa: F401
     elementwise,
     fill,
     gather,
+    index_ops,
     logical,
     matmul,
     mirror_pad,

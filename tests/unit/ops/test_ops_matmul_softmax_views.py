@@ -141,8 +141,16 @@ def test_identity_noop_and_sources(rand, run_op):
     assert registry.lookup("Reshape").data_inputs == (0,)
 
 
+#: compute ops registered without a lowering on purpose (polytf.ops.index_ops)
+HOST_ONLY_OPS = {"ArgMax", "ArgMin", "OneHot"}
+
+
 def test_every_definition_cites_its_source():
     for op in registry.supported_ops():
         definition = registry.lookup(op)
         assert definition.source.startswith("tensorflow/core/ops/"), op
-        assert (definition.lower is None) == (definition.category in (registry.SOURCE, registry.VIEW, registry.NO_OUTPUT)), op
+        emits_no_code = definition.category in (registry.SOURCE, registry.VIEW, registry.NO_OUTPUT)
+        if op in HOST_ONLY_OPS:  # a reference and no lowering: run on the host (polytf.runtime.host_fallback)
+            assert definition.lower is None and not emits_no_code, op
+        else:
+            assert (definition.lower is None) == emits_no_code, op
