@@ -24,6 +24,7 @@ from polytf.graph.passes.pruning import prune_to_outputs
 from polytf.graph.passes.report import PassReport
 from polytf.ops.lowering import LoweredKernel
 from polytf.ops.shape_inference import infer_types
+from polytf.runtime.buffer_placement import place_in_consumer_buffers
 from polytf.runtime.cache import CacheKey, KernelCache, warn_ignored_record
 from polytf.runtime.compiled_model import CompiledModel
 from polytf.runtime.host_fallback import HostNode, HostStep, lower_with_fallback
@@ -87,6 +88,7 @@ def prepare_model(
     optimize_graph: bool = True,
     fallback: bool = True,
     signature: str | None = None,
+    in_place: bool = True,
 ) -> PreparedModel:
     """Read ``path`` and lower it to kernels.
 
@@ -99,6 +101,8 @@ def prepare_model(
         fallback: nodes with a numpy reference that polytf cannot lower run on the host
             (:mod:`polytf.runtime.host_fallback`); False refuses them.
         signature: SavedModel signature (default ``serving_default``).
+        in_place: write the operands of ConcatV2 and Pad straight into the slabs of
+            their result (:mod:`polytf.runtime.buffer_placement`); False keeps the copies.
 
     Raises:
         GraphError: unreadable file or malformed graph (names the file).
@@ -108,6 +112,8 @@ def prepare_model(
     """
     graph, reports = prepare_graph(path, input_shapes, outputs, optimize_graph, signature)
     groups, kernels, host_nodes = lower_with_fallback(graph, fuse=fuse, fallback=fallback)
+    if in_place:
+        groups, kernels = place_in_consumer_buffers(graph, groups, kernels)
     return PreparedModel(graph, groups, kernels, reports, host_nodes)
 
 
