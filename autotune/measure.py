@@ -18,6 +18,7 @@ from polytf.poly.scop import Scop
 from polytf.runtime.argument_table import ArgumentTable
 from polytf.runtime.buffers import aligned_copy, aligned_empty
 from polytf.runtime.constant_layout import packed_constants
+from polytf.targets.cache_flush import cache_flusher
 from polytf.targets.target import CompiledKernel
 
 
@@ -160,7 +161,8 @@ class KernelBench:
     def time(
         self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf, table: ArgumentTable | None = None
     ) -> tuple[float, ...]:
-        """Latencies of ``config.repeats`` calls (at least ``min_repeat_s`` in total) after warm-up.
+        """Latencies of ``config.repeats`` calls (at least ``min_repeat_s`` of them timed) after
+        warm-up, each after a flush of the kernel's arrays when ``config.flush_caches``.
 
         A candidate whose warm-up call already takes longer than ``cutoff_s`` seconds cannot
         win: that one latency is returned, so slow candidates cost one call, not a dozen.
@@ -172,12 +174,17 @@ class KernelBench:
             elapsed = time.perf_counter() - begin
             if elapsed > cutoff_s:
                 return (elapsed,)
+        flush = cache_flusher().flush if config.flush_caches else None
+        arrays = table.bound_arrays()
         samples = []
-        started = time.perf_counter()
-        while len(samples) < config.repeats or (time.perf_counter() - started < config.min_repeat_s and len(samples) < 1000):
+        timed_s = 0.0
+        while len(samples) < config.repeats or (timed_s < config.min_repeat_s and len(samples) < 1000):
+            if flush is not None:
+                flush(arrays)
             begin = time.perf_counter()
             table.run(threads)
             samples.append(time.perf_counter() - begin)
+            timed_s += samples[-1]
         return tuple(samples)
 
     def measure(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf, timed: bool = True) -> Measurement:

@@ -51,11 +51,17 @@ class MeasurementConfig:
         min_repeat_s: keep repeating until this many seconds have been timed.
         rtol: relative tolerance against the numpy reference.
         atol_scale: absolute tolerance as a multiple of the reference's max magnitude.
+        flush_caches: evict the kernel's arrays from every cache level before each timed
+            call (:mod:`polytf.targets.cache_flush`), so that a candidate is timed as a
+            kernel runs inside a model, whose other layers pushed its weights and inputs out
+            of the caches, not with its operands hot in L1/L2 from the previous repeat
+            (TVM's ``enable_cpu_cache_flush``). The flush itself is not timed.
     """
 
     warmup_runs: int = 2
     repeats: int = 7
     min_repeat_s: float = 0.02
+    flush_caches: bool = True
     rtol: float = 1e-4
     atol_scale: float = 1e-5
 

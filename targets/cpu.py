@@ -189,6 +189,26 @@ class CpuTarget(Target):
             pass_builder.getModulePassManager().run(module, pass_builder)
         return module
 
+    def compile_function(self, ir_text: str, name: str) -> tuple[int, llvm.ExecutionEngine]:
+        """JIT-compile a module of polytf's own helper code (not a kernel: the FMA peak loop, the
+        cache flush) with the target's pipeline; returns the address of function ``name`` and
+        the engine that owns it (keep it alive as long as the address is called).
+
+        Raises:
+            CompileError: LLVM rejected the module or produced no function ``name``.
+        """
+        with _LOCK:
+            module = self.optimise(ir_text, name)
+            try:
+                engine = llvm.create_mcjit_compiler(module, self._create_target_machine())
+                engine.finalize_object()
+                address = engine.get_function_address(name)
+            except RuntimeError as error:
+                raise CompileError(f"LLVM could not compile {name}: {error}") from None
+        if not address:
+            raise CompileError(f"LLVM produced no entry point {name}")
+        return address, engine
+
     def compile(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:
         scheduled_scop, ir_text = self._emit(scop, recipe, constant_arrays)
         scheduled = scheduled_scop.scop

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from polytf.errors import CompileError, PolytfError
+from polytf.errors import PolytfError
 
 __all__ = ["PeakMeasurement", "measure_fp32_peak", "fma_peak_ir", "accumulator_count", "FUNCTION_NAME"]
 
@@ -134,25 +134,11 @@ class _FmaLoop:
     """The compiled loop: the JIT engine (kept alive) and its entry point."""
 
     def __init__(self, target: Any, lanes: int, accumulators: int) -> None:
-        import llvmlite.binding as llvm
-
         self.lanes = lanes
         module = fma_peak_ir(lanes, accumulators)
         module.triple = target.triple
         module.data_layout = str(target.target_machine.target_data)
-        optimised = target.optimise(str(module), FUNCTION_NAME)
-        try:
-            # an MCJIT engine owns its target machine, so it gets a new one, made as CpuTarget makes its own
-            machine = llvm.Target.from_triple(target.triple).create_target_machine(
-                cpu=target.cpu_name, features=target.features, opt=target.config.optimization_level, codemodel="jitdefault"
-            )
-            self.engine = llvm.create_mcjit_compiler(optimised, machine)
-            self.engine.finalize_object()
-            address = self.engine.get_function_address(FUNCTION_NAME)
-        except RuntimeError as error:
-            raise CompileError(f"LLVM could not compile the FMA peak loop: {error}") from None
-        if not address:
-            raise CompileError("LLVM produced no entry point for the FMA peak loop")
+        address, self.engine = target.compile_function(str(module), FUNCTION_NAME)
         self.function = _FUNCTION_TYPE(address)
 
     def run(self, threads: int, iterations: int) -> float:

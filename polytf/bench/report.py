@@ -56,10 +56,14 @@ def _ms(system: dict[str, Any] | None) -> str:
     return f"{system['median_s'] * 1e3:.3f}"
 
 
-def _ratio(value: float | None) -> str:
+def _ratio(value: float | None, spec: str = ".2f") -> str:
     if value is None or not math.isfinite(value):
         return "-"
-    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
+    return format(value, spec) if value >= 0.1 else f"{value:.2g}"
+
+
+def _milliseconds(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
 
 
 def format_gflops(value: float | None) -> str:
@@ -127,6 +131,7 @@ def columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     columns += [
         ("polytf GFLOP/s", lambda row: format_gflops(row.get("gflops", {}).get("polytf"))),
         ("% peak", lambda row: _percent(row.get("percent_of_peak", {}).get("polytf"))),
+        ("call / kernels", lambda row: _ratio((row.get("profile") or {}).get("call_to_kernels_ratio"), ".3f")),
     ]
     if tensorflow:
         columns += [("untuned / TF", to_tensorflow("untuned")), ("tuned / TF", to_tensorflow("tuned"))]
@@ -184,7 +189,9 @@ def markdown(result: dict[str, Any], png_name: str | None = None) -> str:
         f"{settings.get('repeats')} timed calls of one system, rounds alternating between systems. Every call "
         "returns numpy arrays (polytf: `model(**inputs)`, copying inputs in and outputs out; TF/XLA: `tf.function` on the same GraphDef, "
         "on input tensors made once before timing, outputs fetched with `.numpy()`); "
-        "*polytf kernels* is the kernels alone on bound inputs. GFLOP/s counts the contractions (MatMul, BatchMatMul, Einsum, "
+        "*polytf kernels* is the model's kernels run in sequence on inputs bound once (no input checks, no output arrays); "
+        "*call / kernels* is a whole call `model(**inputs)` over the time spent in the kernels inside it, one clock for both "
+        "(median over the profile's calls): the runtime's overhead. GFLOP/s counts the contractions (MatMul, BatchMatMul, Einsum, "
         "Conv2D, depthwise; 2 FLOPs per multiply-add executed, padding taps excluded); % peak is of the measured peak for the "
         "row's thread count.",
         "",
@@ -243,9 +250,15 @@ def row_section(row: dict[str, Any]) -> list[str]:
     lines = [f"## {row['entry']}, {row['threads']} thread{'s' if row['threads'] > 1 else ''}", ""]
     if profile:
         lines.append(
-            f"- Whole call {profile['call_s'] * 1e3:.3f} ms (kernels only), sum of the medians of {_plural(len(kernels), 'kernel')} "
-            f"{profile['kernels_s'] * 1e3:.3f} ms: call / sum of kernels {_ratio(profile.get('call_to_kernels_ratio'))}."
+            f"- Whole call `model(**inputs)` {profile['call_s'] * 1e3:.3f} ms; its {_plural(len(kernels), 'kernel')}, timed inside the calls, "
+            f"{profile['kernels_s'] * 1e3:.3f} ms: call / sum of kernels {_ratio(profile.get('call_to_kernels_ratio'), '.3f')} "
+            "(median over the calls of each call's ratio)."
         )
+        if profile.get("alone_kernels_s"):
+            lines.append(
+                f"- The same kernels alone, each repeated with hot caches: {profile['alone_kernels_s'] * 1e3:.3f} ms "
+                f"(in the model / alone {_ratio(profile.get('alone_ratio'))}: the cost of caches shared with the other layers)."
+            )
     lines.append(
         f"- polytf tuned {format_gflops(gflops.get('polytf'))} GFLOP/s ({_percent(percent.get('polytf'))} of peak), "
         f"untuned {format_gflops(gflops.get('polytf_untuned'))} GFLOP/s ({_percent(percent.get('polytf_untuned'))} of peak)"
@@ -281,10 +294,10 @@ def row_section(row: dict[str, Any]) -> list[str]:
     if layers:
         lines += [
             "",
-            f"<details><summary>{_plural(len(layers), 'convolution layer')} (kernel alone: median ms, GFLOP/s, % of peak)</summary>",
+            f"<details><summary>{_plural(len(layers), 'convolution layer')} (kernel inside the model: median ms, GFLOP/s, % of peak; alone with hot caches: ms)</summary>",
             "",
-            "| layer | op | filter | output | ms | GFLOP/s | % peak |",
-            "|---|---|---|---|---|---|---|",
+            "| layer | op | filter | output | ms | GFLOP/s | % peak | alone ms |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for kernel in layers:
             node, op = next((node, op) for node, op in kernel["ops"] if op in ("Conv2D", "DepthwiseConv2dNative"))
@@ -292,7 +305,8 @@ def row_section(row: dict[str, Any]) -> list[str]:
             output = " ".join("x".join(map(str, shape)) for shape in kernel["output_shapes"])
             lines.append(
                 f"| {node} | {'depthwise' if op == 'DepthwiseConv2dNative' else op} | {filter_size} | {output} | "
-                f"{kernel['median_s'] * 1e3:.3f} | {format_gflops(kernel.get('gflops'))} | {_percent(kernel.get('percent_of_peak'))} |"
+                f"{kernel['median_s'] * 1e3:.3f} | {format_gflops(kernel.get('gflops'))} | {_percent(kernel.get('percent_of_peak'))} | "
+                f"{_milliseconds(kernel.get('alone_median_s'))} |"
             )
         lines += ["", "</details>"]
     return lines

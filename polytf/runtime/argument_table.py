@@ -109,6 +109,10 @@ class ArgumentTable:
             if self._bound[slot] is None:
                 self.bind(slot, aligned_zeros(info.shape, info.dtype) if info.role == "scratch" else aligned_empty(info.shape, info.dtype))
 
+    def bound_arrays(self) -> tuple[np.ndarray, ...]:
+        """Every array bound now, slot order (what one call of the kernel may touch)."""
+        return tuple(array for array in self._bound if array is not None)
+
     def array(self, slot: int) -> np.ndarray | None:
         """The array bound to ``slot`` (None when unbound)."""
         return self._bound[slot]

@@ -11,7 +11,9 @@ per-element Python on this path.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,6 +61,24 @@ def _converted(value: object, dtype: np.dtype) -> np.ndarray:
         if dtype.kind != "b" and array.size and (array.min() < np.iinfo(dtype).min or array.max() > np.iinfo(dtype).max):
             raise ValueError(f"values from {array.min()} to {array.max()} do not fit {dtype}")
     return np.ascontiguousarray(array, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """One timed call of a model (:meth:`CompiledModel.timed_calls`).
+
+    Attributes:
+        call_s: the whole call, ``model(**inputs)``, seconds.
+        step_s: seconds of each step inside it (kernels and host steps, execution order).
+    """
+
+    call_s: float
+    step_s: tuple[float, ...]
+
+    @property
+    def steps_s(self) -> float:
+        """Seconds in the steps: the call less the runtime's own work."""
+        return sum(self.step_s)
 
 
 class CompiledModel:
@@ -235,12 +255,19 @@ class CompiledModel:
             GraphError: a placeholder is missing or an unknown name is given.
             ShapeError: an input has the wrong shape or cannot be converted.
         """
+        return self._call(inputs)
+
+    def _call(self, inputs: Mapping[str, object], clock: list[float] | None = None) -> dict[str, np.ndarray]:
+        """:meth:`__call__`; with ``clock``, ``time.perf_counter()`` is appended to it just before
+        the first step and after each step (:meth:`timed_calls`)."""
         bound = self._converted_inputs(inputs)
         fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
         context = self._contexts.take()
         try:
             context.bind(bound, fresh)
-            context.run(self.threads)
+            if clock is not None:
+                clock.append(time.perf_counter())
+            context.run(self.threads, clock)
         finally:
             self._contexts.release(context)
         result = {}
@@ -285,6 +312,30 @@ class CompiledModel:
             converted[name] = array
         return converted
 
+    @property
+    def step_kinds(self) -> tuple[str, ...]:
+        """``"kernel"`` or ``"host"`` for each step of a call, execution order (the kernels in
+        :attr:`kernels` order)."""
+        return tuple("host" if isinstance(step, HostPlan) else "kernel" for step in self._steps)
+
+    def timed_calls(self, inputs: Mapping[str, np.ndarray], repeats: int = 10, warmup: int = 2) -> list[CallTiming]:
+        """``repeats`` whole calls ``model(**inputs)`` (after ``warmup`` untimed ones), each with
+        the time of the call and of every step inside it, read from one clock: each kernel
+        is timed where the model runs it, finding the caches as the kernels before it left
+        them, and what the call spends outside its steps (input checks, binding, output
+        arrays, the Python between kernels) is the runtime's overhead.
+        """
+        for _ in range(warmup):
+            self._call(inputs)
+        timings = []
+        for _ in range(repeats):
+            clock: list[float] = []
+            begin = time.perf_counter()
+            self._call(inputs, clock)
+            end = time.perf_counter()
+            timings.append(CallTiming(end - begin, tuple(b - a for a, b in zip(clock, clock[1:]))))
+        return timings
+
     def latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 20, warmup: int = 3) -> list[float]:
         """Per-call latencies in seconds of the kernels alone (inputs converted and bound
         once, outside the timed region)."""
@@ -293,7 +344,9 @@ class CompiledModel:
 
     def kernel_latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 10, warmup: int = 2) -> list[tuple[CompiledKernel, list[float]]]:
         """Each kernel (execution order) with the seconds of ``repeats`` calls of it alone, on
-        the values of one model call on ``inputs`` (after ``warmup`` whole calls)."""
+        the values of one model call on ``inputs`` (after ``warmup`` whole calls), its
+        operands hot in the caches from its previous call (:meth:`timed_calls` times the
+        kernels where the model runs them)."""
         with self._bound_context(inputs) as context:
             latencies = context.kernel_latencies(self.threads, repeats, warmup)
         return list(zip(self.kernels, latencies))

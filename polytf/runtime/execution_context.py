@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -137,17 +138,25 @@ class ExecutionContext:
                 table.bind(slot, (inputs if binding.kind == INPUT else outputs)[binding.key])
         self._inputs, self._outputs = inputs, outputs
 
-    def run(self, threads: int) -> None:
-        """Run every kernel and host step once, in order, on the bound arrays."""
+    def run(self, threads: int, clock: list[float] | None = None) -> None:
+        """Run every kernel and host step once, in order, on the bound arrays.
+
+        Args:
+            threads: threads of each parallel kernel.
+            clock: when given, ``time.perf_counter()`` is appended to it after each step
+                (kernel or host step, in execution order): the profile of a real call.
+        """
         for step in self._steps:
             if isinstance(step, HostPlan):
                 self._run_host(step)
-                continue
-            checks = self._index_checks.get(id(step))
-            if checks:
-                for slot, extent, node in checks:
-                    check_indices(step.array(slot), extent, node)
-            step.run(threads)
+            else:
+                checks = self._index_checks.get(id(step))
+                if checks:
+                    for slot, extent, node in checks:
+                        check_indices(step.array(slot), extent, node)
+                step.run(threads)
+            if clock is not None:
+                clock.append(time.perf_counter())
 
     def _buffer(self, binding: SlotBinding) -> np.ndarray:
         if binding.kind == CONSTANT:
@@ -164,7 +173,8 @@ class ExecutionContext:
 
     def kernel_latencies(self, threads: int, repeats: int, warmup: int = 1) -> list[list[float]]:
         """Per kernel (execution order), the seconds of each of ``repeats`` calls of that kernel
-        alone, on the bound arrays, after ``warmup`` untimed calls of the whole sequence."""
+        alone, on the bound arrays, after ``warmup`` untimed calls of the whole sequence: each
+        kernel finds the caches as its own previous call left them (hot)."""
         for _ in range(warmup):
             self.run(threads)
         return [call_latencies(lambda table=table: table.run(threads), repeats) for table in self._tables]

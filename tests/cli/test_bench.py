@@ -66,7 +66,7 @@ def check_report(out, entries, systems, threads=(1,)):
             assert row["percent_of_peak"][system] == pytest.approx(100 * row["gflops"][system] / peak["gflops"])
         profile = row["profile"]
         assert len(profile["kernels"]) == row["kernels"] and profile["call_s"] > 0
-        assert profile["call_to_kernels_ratio"] == pytest.approx(profile["call_s"] / profile["kernels_s"])
+        assert profile["call_to_kernels_ratio"] >= 1.0 and profile["alone_kernels_s"] > 0
         assert profile["flops"] == row["flops"] and profile["peak_gflops"] == peak["gflops"]
     machine = result["machine"]
     assert machine["cpu"] and machine["llvm_cpu"]["name"] and machine["cores"] >= 1

@@ -33,8 +33,14 @@ def test_profile_of_a_graphdef_without_tensorflow(tmp_path, capsys):
     for header in ("kernel", "median ms", "MFLOP", "GFLOP/s", "% peak", "recipe"):
         assert header in out
     assert "MatMul + Relu" in out and "32x40" in out and f"{2 * 32 * 48 * 40 / 1e6:.1f}" in out
-    totals = re.search(r"total: call ([0-9.]+) ms, sum of kernels ([0-9.]+) ms, call / kernels ([0-9.]+), ([0-9.]+) GFLOP/s, ([0-9.]+)% of", out)
-    assert totals and float(totals.group(1)) > 0 and float(totals.group(4)) > 0
+    totals = re.search(
+        r"total: call ([0-9.]+) ms, sum of kernels in the call ([0-9.]+) ms, call / kernels ([0-9.]+), "
+        r"kernels alone \(hot caches\) ([0-9.]+) ms, ([0-9.]+) GFLOP/s, ([0-9.]+)% of",
+        out,
+    )
+    assert totals and float(totals.group(1)) > 0 and float(totals.group(5)) > 0
+    assert float(totals.group(1)) >= float(totals.group(2)) and float(totals.group(3)) >= 1.0
+    assert "alone ms" in out
 
 
 def test_profile_of_a_zoo_model_in_execution_order(frozen_model, tmp_path, capsys):

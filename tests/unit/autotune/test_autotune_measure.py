@@ -42,3 +42,31 @@ def test_unwritten_output_is_rejected(small_kernels):
     measurement = bench.measure(TARGET.compile(wrong, ScheduleRecipe()), 1, MeasurementConfig())
     assert not measurement.ok
     assert "non-finite" in measurement.error
+
+
+class _CountingFlusher:
+    """Stands in for the host's cache flusher: records what it was asked to evict."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, ...]] = []
+
+    def flush(self, arrays) -> None:
+        self.calls.append(tuple(array.ctypes.data for array in arrays))
+
+
+def test_every_timed_call_follows_a_flush_of_the_kernels_arrays(small_kernels, monkeypatch):
+    import polytf.autotune.measure as measure
+
+    flusher = _CountingFlusher()
+    monkeypatch.setattr(measure, "cache_flusher", lambda: flusher)
+    kernel = small_kernels("matmul_bias_relu")[0]
+    bench = KernelBench(kernel)
+    compiled = TARGET.compile(kernel.scop, ScheduleRecipe())
+    table = bench.table(compiled)
+    latencies = bench.time(compiled, 1, MeasurementConfig(repeats=6, min_repeat_s=0.0, warmup_runs=1), table=table)
+    assert len(flusher.calls) == len(latencies) == 6
+    addresses = {array.ctypes.data for array in table.bound_arrays()}
+    assert all(set(call) == addresses for call in flusher.calls) and len(addresses) == len(compiled.arrays)
+    flusher.calls.clear()
+    bench.time(compiled, 1, MeasurementConfig(repeats=3, min_repeat_s=0.0, flush_caches=False), table=table)
+    assert flusher.calls == []

@@ -1,5 +1,6 @@
 """profile_model: one row per kernel in execution order, FLOPs of the contractions, GFLOP/s and
-% of a given peak, the whole call against the sum of the kernels."""
+% of a given peak, the whole call against the sum of the kernels inside it; timed calls of a
+model: one clock for the call and its steps, results unchanged."""
 
 from __future__ import annotations
 
@@ -60,7 +61,11 @@ def test_one_row_per_kernel_in_execution_order(model):
         else:
             assert row.gflops is None and row.percent_of_peak is None
     assert profile.call_s > 0 and profile.kernels_s == pytest.approx(sum(row.median_s for row in profile.kernels))
-    assert profile.call_to_kernels_ratio == pytest.approx(profile.call_s / profile.kernels_s)
+    # each call is timed on the clock of its kernels: it can only be longer than them
+    assert profile.call_to_kernels_ratio >= 1.0 and profile.call_s >= profile.kernels_s * 0.5
+    assert all(row.alone_median_s > 0 for row in profile.kernels)
+    assert profile.alone_kernels_s == pytest.approx(sum(row.alone_median_s for row in profile.kernels))
+    assert profile.alone_ratio == pytest.approx(profile.kernels_s / profile.alone_kernels_s) and profile.host_s == 0.0
     assert profile.gflops == pytest.approx(profile.flops / profile.call_s / 1e9) and profile.threads == 1
 
 
@@ -77,3 +82,22 @@ def test_table_totals_and_json(model):
     data = json.loads(json.dumps(profile.to_dict()))
     assert len(data["kernels"]) == len(model.kernels) and data["kernels"][0]["filter_size"] == [3, 3]
     assert data["call_to_kernels_ratio"] == pytest.approx(profile.call_to_kernels_ratio)
+    assert data["alone_kernels_s"] == pytest.approx(profile.alone_kernels_s) and data["host_s"] == 0.0
+
+
+def test_timed_calls_read_one_clock_for_the_call_and_its_steps(model):
+    inputs = {"x": np.random.default_rng(2).standard_normal((1, 8, 8, 3)).astype(np.float32)}
+    expected = model(**inputs)
+    calls = model.timed_calls(inputs, repeats=4, warmup=1)
+    assert len(calls) == 4 and model.step_kinds == ("kernel",) * len(model.kernels)
+    for call in calls:
+        assert len(call.step_s) == len(model.kernels) and all(step > 0 for step in call.step_s)
+        assert call.call_s >= call.steps_s == pytest.approx(sum(call.step_s))
+    np.testing.assert_array_equal(model(**inputs)["dense"], expected["dense"])
+
+
+def test_profile_without_alone_timing(model):
+    profile = profile_model(model, {"x": np.zeros((1, 8, 8, 3), np.float32)}, repeats=2, alone=False)
+    assert all(row.alone_median_s is None for row in profile.kernels)
+    assert profile.alone_kernels_s is None and profile.alone_ratio is None
+    assert "alone" not in profile.totals() and profile.rows()[0][4] == "-"

@@ -128,9 +128,11 @@ def test_a_depthwise_input_counts_as_activations_not_weights():
         ["dw:0"],
     )
     kernel = kernels_of(graph)[0]
-    space = SearchSpace.for_scop(kernel.scop, 2, 16, 32, CACHES)
-    recipe = space.default_recipe()
-    assert any(recipe.register_tile_sizes)
-    assert recipe.tile_order[0] == 0  # batch outermost (parallel), not the 48 channels
+    for limits in (AVX512_LIMITS, AVX2_LIMITS):
+        recipe = SearchSpace.for_scop(kernel.scop, 2, limits.vector_lanes, limits.vector_registers, CACHES).default_recipe()
+        assert any(recipe.register_tile_sizes)
+        assert recipe.tile_order[0] == 0  # batch outermost (parallel), not the 48 channels
+    # run on the host: the host's register file bounds the tile
+    recipe = SearchSpace.for_scop(kernel.scop, 2, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe()
     result = roundtrip(kernel, recipe, 2)
     assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
