@@ -294,7 +294,7 @@ class _PlacedReference:
 
     def __init__(self, original, old: Scop, new: Scop, moves: Mapping[str, tuple[str, tuple[int, ...]]], removed) -> None:
         self.original = original
-        self.old_inputs = [(info.name, info.shape) for info in old.arrays if info.role == "input"]
+        self.old_inputs = [(info.name, info.shape, info.dtype) for info in old.arrays if info.role == "input"]
         self.old_outputs = [info for info in old.arrays if info.role == "output"]
         self.new_outputs = [info for info in new.arrays if info.role == "output"]
         self.moves = dict(moves)
@@ -308,9 +308,12 @@ class _PlacedReference:
 
     def __call__(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         old_inputs = {}
-        for name, shape in self.old_inputs:
+        for name, shape, dtype in self.old_inputs:
             source, slab = self._slab(name, shape)
-            old_inputs[name] = np.ascontiguousarray(np.asarray(inputs[source])[slab])
+            if source in inputs:
+                old_inputs[name] = np.ascontiguousarray(np.asarray(inputs[source])[slab])
+            else:  # moved into a buffer the kernel only writes: only dropped copies read it
+                old_inputs[name] = np.zeros(shape, dtype)
         old_outputs = self.original(old_inputs)
         result = {}
         for info in self.new_outputs:

@@ -101,14 +101,19 @@ def test_concatenation_on_any_axis(axis):
     _same_results(plain, placed, {"x": RNG.standard_normal((2, 5, 4, 3)).astype(np.float32)})
 
 
-def test_a_zero_pad_keeps_only_its_halo():
+def padded_depthwise():
+    """x -> 1x1 conv -> Pad 1 (zeros) -> 3x3 depthwise VALID stride 2 (Keras' stride-2 depthwise layers)."""
     nodes = [placeholder("x", (1, 7, 7, 4)), *_conv("a", "x:0", 1, 4, 4)]
     nodes += [const("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32)), Node("pad", "Pad", ("a:0", "pads:0"))]
     nodes += [
         const("dw_f", RNG.standard_normal((3, 3, 4, 1)).astype(np.float32)),
         Node("dw", "DepthwiseConv2dNative", ("pad:0", "dw_f:0"), attrs={"strides": (1, 2, 2, 1), "padding": "VALID", "data_format": "NHWC", "dilations": (1, 1, 1, 1)}),
     ]
-    graph = build_graph(nodes, ["dw:0"])
+    return build_graph(nodes, ["dw:0"])
+
+
+def test_a_zero_pad_keeps_only_its_halo():
+    graph = padded_depthwise()
     plain, placed, kernels, placed_kernels = _models(graph)
     pad = next(k for k in placed_kernels if any(s.op == "Pad" for s in k.scop.statements))
     assert len(pad.scop.statements) == 1 and pad.scop.statements[0].constraints  # the halo only
@@ -141,19 +146,23 @@ def test_a_kernel_that_reads_one_slab_and_writes_another_keeps_the_copies():
     _same_results(plain, placed, {"x": RNG.standard_normal((1, 4, 4, 2)).astype(np.float32)})
 
 
-def test_rewritten_kernels_verify_against_their_reference():
-    graph = densenet_block(layers=3)
+@pytest.mark.parametrize("graph", [densenet_block(layers=3), padded_depthwise()], ids=["concatenations", "pad"])
+def test_rewritten_kernels_verify_against_their_reference(graph):
     groups, kernels = _lowered(graph)
     _, placed_kernels = place_in_consumer_buffers(graph, groups, kernels)
     changed = [k for k in placed_kernels if k not in kernels]
-    assert changed
+    assert len(changed) >= 2
     space_config = MeasurementConfig(repeats=1, min_repeat_s=0.0)
     for kernel in changed:
         compiled = TARGET.compile(kernel.scop, TARGET.search_space(kernel.scop, 2).default_recipe())
         measurement = KernelBench(kernel).measure(compiled, 2, space_config, timed=False)
         assert measurement.error is None, (kernel.scop.name, measurement.error)
-    # a kernel that writes one slab leaves the others NaN in its expected output
-    conv = next(k for k in changed if any(s.node == "conv1" for s in k.scop.statements))
+
+def test_a_kernel_writing_one_slab_expects_nan_elsewhere():
+    graph = densenet_block(layers=3)
+    groups, kernels = _lowered(graph)
+    _, placed_kernels = place_in_consumer_buffers(graph, groups, kernels)
+    conv = next(k for k in placed_kernels if any(s.node == "conv1" for s in k.scop.statements))
     bench = KernelBench(conv)
     ((_, expected),) = bench.expected.items()
     assert expected.shape[-1] == 16 and np.isnan(expected[..., :12]).all() and np.isfinite(expected[..., 12:]).all()
