@@ -136,3 +136,13 @@ def test_a_register_loop_that_isl_drops_is_not_mistaken_for_another():
     # r0 and d1; the emitter must not take r0 for the d0 register loop
     kernel = kernels_of(graph_matmul_bias_relu(1, 2, 4))[0]
     assert _verify(kernel, ScheduleRecipe(tile_sizes=(1, 4), register_tile_sizes=(1, 4))) is None
+
+
+def test_row_bound_that_depends_on_a_reduction_iterator_takes_the_generic_path():
+    # SAME padding with stride 2 on an even width pads one column after the input only; that
+    # tap is cut from the iteration domain, so the output-column loop inside the micro-kernel
+    # is bounded by min(6*c + 5, (15 - r1)/2), a function of the filter-column iterator r1
+    # (MobileNetV2's first layer, 224 -> 112, had "AST uses unknown identifier").
+    kernel = kernels_of(graph_conv_bias_relu(16, 16, 3, 32, stride=2))[0]
+    recipe = ScheduleRecipe(tile_sizes=(0, 0, 12, 32), register_tile_sizes=(0, 0, 6, 16), pack=("A1",), parallel=True)
+    assert _verify(kernel, recipe) is None
