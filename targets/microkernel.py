@@ -129,6 +129,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     reduction_loops, register_nodes = loops[: len(loops) - len(sizes)], loops[len(loops) - len(sizes) :]
     reduction_names = {loop.for_get_iterator().get_id().get_name() for loop in reduction_loops}
     register_names = {loop.for_get_iterator().get_id().get_name() for loop in register_nodes}
+    tile_names = reduction_names | register_names
     registers: list[_RegisterLoop] = []
     runtime_checks = []
     for loop, size in zip(register_nodes, sizes):
@@ -136,21 +137,17 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
         if shape is None:
             return False
         start, trip, upper = shape
-        if start.names() & (reduction_names | register_names):
+        # A start or bound that names an iterator inside the tile, such as min(6*c4 + 5,
+        # 111 - c7/2) (a strided convolution whose padding taps are cut from the domain),
+        # changes the tile's row count inside the reduction, which a register tile cannot follow.
+        if start.names() & tile_names or _identifiers(upper) & tile_names:
             return False
         if trip is not None:
             if trip != LinearForm.of_constant(size):
                 if trip.is_constant:
                     return False
-                if trip.names() & (reduction_names | register_names):
-                    return False
                 runtime_checks.append((len(registers), start, trip, None, size))
         else:
-            # A bound such as min(6*c4 + 5, 111 - c7/2) (a strided convolution whose padding
-            # taps are cut from the domain) depends on a reduction iterator: the tile's row
-            # count changes inside the reduction, which a register tile cannot follow.
-            if _identifiers(upper) & (reduction_names | register_names):
-                return False
             runtime_checks.append((len(registers), start, None, upper, size))
         registers.append(_RegisterLoop(loop.for_get_iterator().get_id().get_name(), start, size))
 
