@@ -500,10 +500,26 @@ def _model_coverage(args) -> int:
         table.add_column(column)
     for op in sorted(statuses):
         counts = statuses[op]
-        after = ", ".join(f"{count} {status}" for status, count in sorted(counts.items())) or "folded or removed"
-        table.add_row(op, str(before.get(op, 0)), after, reasons.get(op, "polytf does not support this op" if op in unsupported else ""))
+        after = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+        note = reasons.get(op, "polytf does not support this op" if op in unsupported else "")
+        if not after:
+            rewritten = _rewritten_ops()
+            after = "rewritten" if op in rewritten else "folded or removed"
+            note = note or rewritten.get(op, "")
+        table.add_row(op, str(before.get(op, 0)), after, note)
     stdout.print(table)
     return 1 if unsupported else 0
+
+
+def _rewritten_ops() -> dict[str, str]:
+    """Ops the graph passes replace by compiled ops, with a note naming the pass."""
+    from polytf.graph.passes.index_op_expansion import INDEX_OPS
+    from polytf.graph.passes.multi_output import MULTI_OUTPUT_OPS
+
+    return {
+        **dict.fromkeys(INDEX_OPS, "compiled as comparisons, selections and reductions (index-op expansion pass)"),
+        **dict.fromkeys(MULTI_OUTPUT_OPS, "compiled as one Slice per output (split rewriting pass)"),
+    }
 
 
 def command_bench(args) -> int:

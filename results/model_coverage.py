@@ -4,16 +4,18 @@ For each zoo model (batch 1, random weights from the zoo's seeded procedure): th
 the frozen GraphDef and after the graph passes, the number of kernels and of host nodes, the
 seconds polytf.load took (default recipes, no fallback), and the largest difference from
 TensorFlow running the same GraphDef relative to the output's largest magnitude, checked
-against the end-to-end tolerance (rtol 1e-4, atol 1e-5 * max|reference| + 1e-6). Also: a
-SavedModel export of the U-Net against its frozen GraphDef (bit for bit).
+against the end-to-end tolerance (rtol 1e-4, atol 1e-5 * max|reference| + 1e-6). The models
+of ``TUNED_MODELS`` are then tuned for ``--tune-seconds`` (a time budget per model, fresh cache,
+no fallback) and checked against TensorFlow again with their tuned kernels. Also: a SavedModel
+export of the U-Net against its frozen GraphDef (bit for bit).
 
-    python results/model_coverage.py [MODEL ...]
+    python results/model_coverage.py [--tune-seconds S] [MODEL ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,23 +30,39 @@ from polytf.runtime.model_builder import prepare_model
 
 MODELS = ["gpt2_block", "bert_encoder", "unet", "transformer_encoder", "mobilenet_v2", "resnet50", "inception_v3",
           "densenet121", "efficientnet_b0", "xception", "nasnet_mobile"]
+#: Models tuned by this report (the Keras applications are tuned by ``polytf bench --suite models``).
+TUNED_MODELS = {"gpt2_block", "bert_encoder", "unet", "transformer_encoder"}
 
 
-def row(name: str, directory: Path) -> str:
-    path = write_model(name, directory / f"{name}.pb")
-    prepared = prepare_model(path, fallback=False)
-    before, after = prepared.passes[0].nodes_before, prepared.passes[-1].nodes_after
-    start = time.perf_counter()
-    model = polytf.load(path, cache_dir=directory / "cache", fallback=False)
-    load_s = time.perf_counter() - start
+def _error(model: polytf.CompiledModel, path: Path) -> tuple[float, bool]:
+    """Largest difference from TensorFlow relative to the output's largest magnitude, and
+    whether it is within the end-to-end tolerance."""
     feeds = zoo_inputs(model.input_types, seed=7)
     (output,) = model.output_names
     got = model(**feeds)[output]
     reference = run_graphdef_with_tensorflow(path, feeds, [output])[output]
     scale = float(np.max(np.abs(reference)))
-    error = float(np.max(np.abs(got - reference)))
     ok = np.allclose(got, reference, rtol=1e-4, atol=1e-5 * scale + 1e-6)
-    return f"| {name} | {before} | {after} | {len(prepared.kernels)} | {len(prepared.host_nodes)} | {load_s:.1f} | {error / scale:.2e} | {'yes' if ok else '**no**'} |"
+    return float(np.max(np.abs(got - reference))) / scale, bool(ok)
+
+
+def row(name: str, directory: Path, tune_seconds: float) -> str:
+    path = write_model(name, directory / f"{name}.pb")
+    prepared = prepare_model(path, fallback=False)
+    before, after = prepared.passes[0].nodes_before, prepared.passes[-1].nodes_after
+    start = time.perf_counter()
+    cache = directory / f"cache_{name}"
+    model = polytf.load(path, cache_dir=cache, fallback=False)
+    load_s = time.perf_counter() - start
+    error, ok = _error(model, path)
+    tuned = "not tuned here"
+    if tune_seconds and name in TUNED_MODELS:
+        report = polytf.tune(path, cache_dir=cache, time_budget_s=tune_seconds, fallback=False)
+        tuned_model = polytf.load(path, cache_dir=cache, fallback=False)
+        tuned_error, tuned_ok = _error(tuned_model, path)
+        tuned = f"{tuned_error:.2e} ({len(tuned_model.tuned_kernels)} of {len(tuned_model.kernels)} kernels tuned, {report.new_trials} trials) {'yes' if tuned_ok else '**no**'}"
+        ok = ok and tuned_ok
+    return f"| {name} | {before} | {after} | {len(prepared.kernels)} | {len(prepared.host_nodes)} | {load_s:.1f} | {error:.2e} | {tuned} | {'yes' if ok else '**no**'} |"
 
 
 def saved_model_row(directory: Path) -> str:
@@ -57,27 +75,29 @@ def saved_model_row(directory: Path) -> str:
     return f"- U-Net SavedModel (signature serving_default, output `{SIGNATURE_OUTPUT}`) vs its frozen GraphDef: bit-for-bit equal: {np.array_equal(a, b)}."
 
 
-def main(names: list[str]) -> None:
+def main(names: list[str], tune_seconds: float) -> None:
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
+    tuned = f"the models of `TUNED_MODELS` then tuned for {tune_seconds:g} s each" if tune_seconds else "no tuning"
     lines = [
         "# Model coverage",
         "",
         f"Machine: LLVM CPU `{llvm.get_host_cpu_name()}`, {platform.machine()}, Python {platform.python_version()}; "
-        f"polytf {polytf.__version__}; default recipes (no tuning), `fallback=False`, batch 1, random weights.",
-        "Written by `python results/model_coverage.py`.",
+        f"polytf {polytf.__version__}; default recipes, {tuned}; `fallback=False`, batch 1, random weights.",
+        f"Written by `python results/model_coverage.py{f' --tune-seconds {tune_seconds:g}' if tune_seconds else ''}`.",
         "",
-        "| model | nodes in the GraphDef | nodes after the passes | kernels | host nodes | load s | max abs err / max abs ref vs TF | within e2e tolerance |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | nodes in the GraphDef | nodes after the passes | kernels | host nodes | load s | untuned: max abs err / max abs ref vs TF "
+        "| tuned: max abs err / max abs ref vs TF, within tolerance | within e2e tolerance |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         for name in names:
             try:
-                lines.append(row(name, directory))
+                lines.append(row(name, directory, tune_seconds))
             except Exception as error:  # a report row, not a crash: say what failed
-                lines.append(f"| {name} | failed: {type(error).__name__}: {str(error)[:200]} | | | | | | |")
+                lines.append(f"| {name} | failed: {type(error).__name__}: {str(error)[:200]} | | | | | | | |")
             print(lines[-1], flush=True)
         lines += ["", saved_model_row(directory)]
     out = Path(__file__).with_suffix(".md")
@@ -86,4 +106,8 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or MODELS)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=MODELS, help="zoo model names (default: all of MODELS)")
+    parser.add_argument("--tune-seconds", type=float, default=0.0, help="time budget per model of TUNED_MODELS (0: no tuning)")
+    arguments = parser.parse_args()
+    main(arguments.models or MODELS, arguments.tune_seconds)

@@ -566,13 +566,38 @@ class KernelModuleBuilder:
         if op in ("max", "min", "maximum", "minimum"):
             larger = b.icmp_signed(">", lhs, rhs)
             return b.select(larger, lhs, rhs) if op in ("max", "maximum") else b.select(larger, rhs, lhs)
+        if op in ("truncdiv", "floordiv", "floormod"):
+            return self._integer_division(op, lhs, rhs)
         raise CodegenError(f"kernel {self.scop.name}: integer operands of {op!r} are not generated; cast them to float32")
+
+    def _integer_division(self, op: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+        """TensorFlow's integer ``Div`` (toward zero), ``FloorDiv`` and ``FloorMod`` (the sign
+        of the divisor). Lowerings emit them with constant divisors without zeros; the
+        divisor is still made safe, so that no value traps: ``d == 0`` divides by 1 and
+        ``d == -1`` negates (``MIN / -1`` wraps, as two's complement, instead of SIGFPE)."""
+        b = self.builder
+        zero, one, minus_one = (ir.Constant(lhs.type, v) for v in (0, 1, -1))
+        is_minus_one = b.icmp_signed("==", rhs, minus_one)
+        divisor = b.select(b.or_(is_minus_one, b.icmp_signed("==", rhs, zero)), one, rhs)
+        quotient = b.select(is_minus_one, b.sub(zero, lhs), b.sdiv(lhs, divisor))
+        remainder = b.select(is_minus_one, zero, b.srem(lhs, divisor))
+        if op == "truncdiv":
+            return quotient
+        # floor: step the quotient down (the remainder over) when the remainder's sign differs from the divisor's
+        inexact = b.icmp_signed("!=", remainder, zero)
+        signs_differ = b.icmp_signed("!=", b.icmp_signed("<", remainder, zero), b.icmp_signed("<", rhs, zero))
+        adjust = b.and_(inexact, signs_differ)
+        if op == "floordiv":
+            return b.select(adjust, b.sub(quotient, one), quotient)
+        return b.select(adjust, b.add(remainder, rhs), remainder)
 
     def _value(self, expression: Expr, point: Mapping[str, ir.Value]) -> ir.Value:
         b = self.builder
         if isinstance(expression, Load):
             return self._load(expression.access.array, expression.access.index, point)
         if isinstance(expression, Constant):
+            if expression.dtype != "float32":
+                return ir.Constant(VALUE_TYPES[expression.dtype], int(expression.value))
             return ir.Constant(F32, float(expression.value))
         if isinstance(expression, (Compare, Logical, Select, Convert, Gather)):
             return self._typed_value(expression, point)

@@ -23,6 +23,7 @@ ARITY: dict[str, tuple[int, int | None]] = {
     "ArgMax": (2, 2),
     "ArgMin": (2, 2),
     "OneHot": (4, 4),
+    "TopKV2": (2, 2),
     **{op: (2, 2) for op in ("Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr")},
     "LogicalNot": (1, 1),
     "Select": (3, 3),

@@ -129,7 +129,9 @@ def lower(node, inputs, outputs, context):
     (c,) = outputs
     x = Load(broadcast_access(a.name, a.shape, c.shape))
     y = Load(broadcast_access(b.name, b.shape, c.shape))
-    if node.op == "Maximum":
+    if c.type.dtype in ("int32", "int64"):
+        value = _integer_body(node, x, y, context)
+    elif node.op == "Maximum":
         value = Binary("maximum", x, y)
     elif node.op == "Minimum":
         value = Binary("minimum", x, y)
@@ -142,6 +144,30 @@ def lower(node, inputs, outputs, context):
     else:
         value = power(x, y, _uniform_constant(node, context, 1))
     return pointwise(node, c, value, context)
+
+
+def _integer_body(node, x: Expr, y: Expr, context) -> Expr:
+    """The body over int32/int64 operands: integer ``Maximum``/``Minimum``, and ``Div``,
+    ``FloorDiv``, ``FloorMod`` and ``Pow`` only where generated code cannot fail or differ
+    from TensorFlow: a compile-time divisor without zeros (TensorFlow raises on a zero
+    divisor at run time), an exponent that is one compile-time integer in ``[0, 16]``.
+
+    Raises:
+        ShapeError: any other integer case; the node then runs on the host, where its
+            reference raises TensorFlow's error on a zero divisor.
+    """
+    if node.op in ("Maximum", "Minimum"):
+        return Binary(node.op.lower(), x, y)
+    if node.op in ("Div", "FloorDiv", "FloorMod"):
+        divisor = getattr(context, "constants", {}).get(node.inputs[1])
+        if divisor is None or np.any(np.asarray(divisor) == 0):
+            why = "is computed at run time" if divisor is None else "has a zero"
+            raise ShapeError(f"{node.op} node '{node.name}': an integer division is compiled only by a compile-time divisor without zeros; its divisor '{node.inputs[1]}' {why}")
+        return Binary({"Div": "truncdiv", "FloorDiv": "floordiv", "FloorMod": "floormod"}[node.op], x, y)
+    exponent = _uniform_constant(node, context, 1) if node.op == "Pow" else None
+    if exponent is None or exponent != int(exponent) or not 0 <= exponent <= MAX_CHAIN_EXPONENT:
+        raise ShapeError(f"{node.op} node '{node.name}': an integer {node.op} is compiled only with one compile-time exponent in [0, {MAX_CHAIN_EXPONENT}]")
+    return power(x, y, exponent)
 
 
 # --- ClipByValue -----------------------------------------------------------------------

@@ -33,6 +33,7 @@ from polytf.ops import (  # noqa: F401
     split,
     static_shape,
     tile,
+    top_k,
     transpose,
     unary,
     views,

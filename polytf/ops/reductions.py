@@ -10,8 +10,7 @@ and their kernels (tensorflow/core/kernels/reduction_ops_common.h):
 * attr ``keep_dims`` (default False): reduced axes stay as size 1, else they are removed;
 * ``Sum`` of no elements is 0, ``Prod`` 1, ``Max`` is ``-inf``, ``Min`` ``+inf``, ``Mean``
   is NaN; integer ``Mean`` (compile-time constants only) divides with truncation toward zero;
-* ``All`` and ``Any`` reduce bool tensors (logical and / or; of no elements True / False);
-  polytf folds them at compile time (bool tensors are never computed at run time here).
+* ``All`` and ``Any`` reduce bool tensors (logical and / or; of no elements True / False).
 
 Lowering, with ``d*`` iterators over the output and ``r0..`` over the reduced axes (in
 input order); the input is read at ``X[...]`` with ``r_j`` at reduced axis ``j`` and the
@@ -19,7 +18,9 @@ matching output iterator elsewhere:
 
 * ``Sum``: ``Y[d] = 0``; ``Y[d] = Y[d] + X[d, r]``
 * ``Max``: ``Y[d] = -inf``; ``Y[d] = max(Y[d], X[d, r])``; ``Min`` likewise with ``+inf``, ``min``
+  (integer tensors start from the dtype's lowest / highest value instead)
 * ``Prod``: ``Y[d] = 1``; ``Y[d] = Y[d] * X[d, r]``
+* ``All``: ``Y[d] = true``; ``Y[d] = Y[d] and X[d, r]``; ``Any`` likewise with ``false``, ``or``
 * ``Mean``: ``T[d] = 0``; ``T[d] = T[d] + X[d, r]``; ``Y[d] = T[d] / N`` with ``N`` the
   number of reduced elements (``T`` a kernel temporary, so that only reductions read the
   element they write, as in :mod:`polytf.ops.softmax`).
@@ -37,7 +38,7 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
 from polytf.ops.registry import REDUCTION, OpDefinition, register
-from polytf.poly.expression import Access, Binary, Constant, Load
+from polytf.poly.expression import Access, Binary, Constant, Load, Logical
 from polytf.poly.statement import Statement
 
 
@@ -154,11 +155,6 @@ def _axes_for_lowering(node, input_shape, output_shape, context) -> tuple[int, .
 
 
 def lower(node, inputs, outputs, context):
-    if node.op in ("All", "Any"):
-        raise ShapeError(
-            f"{node.op} node '{node.name}': polytf evaluates {node.op} only at compile time (on constant bool inputs); "
-            "this one reads a tensor computed at run time"
-        )
     (x,) = inputs
     (y,) = outputs
     axes = _axes_for_lowering(node, x.shape, y.shape, context)
@@ -186,10 +182,17 @@ def lower(node, inputs, outputs, context):
     full_extents = y.shape + tuple(x.shape[a] for a in axes)
     if node.op in ("Max", "Min"):
         initial, combine = (float("-inf"), "max") if node.op == "Max" else (float("inf"), "min")
+        start = Constant(initial)
+        if y.type.dtype in ("int32", "int64"):  # no infinities: the dtype's extremes
+            limits = np.iinfo(y.type.dtype)
+            start = Constant(int(limits.min if node.op == "Max" else limits.max), y.type.dtype)
         return [
-            statement(output_iterators, y.shape, out, Constant(initial)),
+            statement(output_iterators, y.shape, out, start),
             statement(full_iterators, full_extents, out, Binary(combine, Load(out), source)),
         ]
+    if node.op in ("All", "Any"):
+        start, combine = (Constant(1, "bool"), "and") if node.op == "All" else (Constant(0, "bool"), "or")
+        return [statement(output_iterators, y.shape, out, start), statement(full_iterators, full_extents, out, Logical(combine, Load(out), source))]
     if node.op == "Prod":
         return [statement(output_iterators, y.shape, out, Constant(1.0)), statement(full_iterators, full_extents, out, Binary("mul", Load(out), source))]
     if node.op == "Sum":

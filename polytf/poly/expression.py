@@ -226,15 +226,18 @@ class Load(Expr):
 
 @dataclass(frozen=True)
 class Constant(Expr):
-    """A literal (``inf`` and ``-inf`` allowed)."""
+    """A literal (``inf`` and ``-inf`` allowed) of ``dtype``: float32 by default; an
+    int32/int64 literal keeps integers that float32 cannot hold (e.g. the start of an
+    integer ``Min`` reduction, ``2**31 - 1``)."""
 
-    value: float
+    value: float | int
+    dtype: str = "float32"
 
     def loads(self) -> tuple[Access, ...]:
         return ()
 
     def __str__(self) -> str:
-        return repr(float(self.value))
+        return repr(float(self.value)) if self.dtype == "float32" else f"{self.dtype}({int(self.value)})"
 
 
 def _erf(x):
@@ -293,7 +296,14 @@ UNARY_OPS = {
     "erfc": _erfc,
 }
 
-#: Binary operators and their numpy meaning.
+def _truncate_divide(x, y):
+    quotient = np.abs(x) // np.abs(y)
+    return np.where((np.asarray(x) < 0) != (np.asarray(y) < 0), -quotient, quotient)
+
+
+#: Binary operators and their numpy meaning. ``truncdiv``, ``floordiv`` and ``floormod``
+#: take integer operands only (TensorFlow's integer ``Div``, ``FloorDiv``, ``FloorMod``;
+#: lowerings emit them with a compile-time divisor without zeros).
 BINARY_OPS = {
     "add": np.add,
     "sub": np.subtract,
@@ -303,7 +313,13 @@ BINARY_OPS = {
     "min": np.fmin,
     "maximum": np.maximum,  # NaN when either is NaN, as TensorFlow's Maximum (llvm.maximum)
     "minimum": np.minimum,
+    "truncdiv": _truncate_divide,
+    "floordiv": np.floor_divide,
+    "floormod": np.mod,
 }
+
+#: The :data:`BINARY_OPS` defined on integer operands only.
+INTEGER_BINARY_OPS = frozenset({"truncdiv", "floordiv", "floormod"})
 
 
 @dataclass(frozen=True)
@@ -531,7 +547,9 @@ def result_dtype(expr: Expr, array_dtypes: Mapping[str, str]) -> str:
         return left if left == right else "float32"
     if isinstance(expr, Unary):
         return result_dtype(expr.operand, array_dtypes)
-    return "float32"  # Constant
+    if isinstance(expr, Constant):
+        return expr.dtype
+    return "float32"
 
 
 def _same_kind(value, *operands):
@@ -555,7 +573,7 @@ def evaluate(expr: Expr, load: callable):
     if isinstance(expr, Load):
         return load(expr.access)[()]
     if isinstance(expr, Constant):
-        return np.float32(expr.value)
+        return np.float32(expr.value) if expr.dtype == "float32" else np.asarray(int(expr.value), expr.dtype)[()]
     if isinstance(expr, Unary):
         operand = evaluate(expr.operand, load)
         with np.errstate(all="ignore"):

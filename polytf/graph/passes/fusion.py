@@ -8,9 +8,10 @@ BiasAdd and Relu while it is still in cache). A node joins a group only if all i
 other inputs come from the graph's sources or from groups created earlier, so the
 groups stay acyclic. A group holds at most ``GraphPassConfig.max_fusion_group_nodes``
 nodes: a longer chain becomes several kernels, so that the polyhedral work per kernel is
-bounded and compile time grows linearly with the graph. Only float32 nodes fuse into an
-existing group: comparisons, casts and selections on bool masks start their own, so a
-contraction's micro-kernel epilogue stays float32 arithmetic. View ops (Identity, Reshape,
+bounded and compile time grows linearly with the graph. Only float32 nodes fuse into a
+contraction's group: comparisons, casts and selections on bool masks or integers start
+their own, so a contraction's micro-kernel epilogue stays float32 arithmetic; they fuse
+with each other and into reductions (an ``ArgMax``'s mask, selection and ``FloorMod``). View ops (Identity, Reshape,
 Squeeze) emit no code: their output aliases their input's buffer. Nodes that run on the
 host (through their numpy reference: :mod:`polytf.runtime.host_fallback`) each form a
 group of their own that nothing fuses into, as XLA leaves unclustered nodes to
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 from polytf.config import GraphPassConfig
 from polytf.graph import Graph
-from polytf.ops.registry import ELEMENTWISE, NO_OUTPUT, SOURCE, VIEW, lookup
+from polytf.ops.registry import CONTRACTION, ELEMENTWISE, NO_OUTPUT, SOURCE, VIEW, lookup
 
 
 @dataclass(frozen=True)
@@ -108,12 +109,15 @@ def partition(
             continue
         node = graph.nodes[name]
         target = None
-        if fuse and name not in host_nodes and lookup(node.op).category == ELEMENTWISE and _float_only(graph, name):
+        if fuse and name not in host_nodes and lookup(node.op).category == ELEMENTWISE:
             output_type = graph.types[node.output(0)]
+            float_only = _float_only(graph, name)
             for tensor in data_inputs(graph, name):
                 producer = graph.producer(tensor).name
                 if producer in group_of_node and producer not in host_nodes and graph.types[tensor].shape == output_type.shape:
                     candidate = group_of_node[producer]
+                    if not float_only and lookup(graph.nodes[members[candidate][0]].op).category == CONTRACTION:
+                        continue
                     if len(members[candidate]) < max_group_nodes and _inputs_allowed(graph, name, candidate, group_of_node):
                         target = candidate
                         break
@@ -147,8 +151,8 @@ def partition(
 
 
 def _float_only(graph: Graph, name: str) -> bool:
-    """Whether a node reads and writes float32 only: the nodes that fuse into another group
-    (a comparison, a Cast or a SelectV2 on a bool mask starts its own, so a contraction's
+    """Whether a node reads and writes float32 only: the nodes that fuse into a contraction's
+    group (a comparison, a Cast or a SelectV2 on a bool mask does not, so a contraction's
     micro-kernel epilogue stays float32 arithmetic)."""
     node = graph.nodes[name]
     tensors = (*data_inputs(graph, name), node.output(0))

@@ -7,7 +7,8 @@ the same with polytf's passes:
 1. prune to the fan-in of the outputs (:mod:`~polytf.graph.passes.pruning`);
 2. identity removal (``Identity``/``StopGradient``/``Snapshot``/``NoOp``, control edges);
 3. constant folding (with the op registry's numpy references);
-   then split rewriting (``Split``/``SplitV``/``Unpack`` into one ``Slice`` per used output);
+   then split rewriting (``Split``/``SplitV``/``Unpack`` into one ``Slice`` per used output)
+   and index-op expansion (``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
 4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
 5. batch-norm folding into convolution weights and biases;
 6. common-subexpression elimination;
@@ -30,6 +31,7 @@ from polytf.graph.passes.batch_norm_folding import fold_batch_norms
 from polytf.graph.passes.common_subexpressions import eliminate_common_subexpressions
 from polytf.graph.passes.constant_folding import fold_constants
 from polytf.graph.passes.identity_removal import remove_identities
+from polytf.graph.passes.index_op_expansion import expand_index_ops
 from polytf.graph.passes.multi_output import split_multi_output_ops
 from polytf.graph.passes.pruning import prune_to_outputs
 from polytf.graph.passes.report import PassReport
@@ -42,6 +44,7 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
     ("identity removal", lambda graph, config: remove_identities(graph)),
     ("constant folding", fold_constants),
     ("split rewriting", lambda graph, config: split_multi_output_ops(graph)),
+    ("index-op expansion", lambda graph, config: expand_index_ops(graph)),
     ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
     ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
     ("common subexpression elimination", eliminate_common_subexpressions),

@@ -44,3 +44,15 @@ def test_ops_of_a_model(tmp_path, capsys):
     path.write_text(PBTXT.replace('op: "Relu"', 'op: "Erfinv"'))
     assert main(["ops", "--model", str(path)]) == 1
     assert "does not support" in capsys.readouterr().out
+
+
+def test_ops_of_a_model_says_which_ops_the_passes_rewrite(tmp_path, capsys):
+    path = tmp_path / "argmax.pbtxt"
+    path.write_text(PBTXT.replace('node { name: "r" op: "Relu" input: "i" }', """
+node { name: "axis" op: "Const" attr { key: "dtype" value { type: DT_INT32 } }
+  attr { key: "value" value { tensor { dtype: DT_INT32 tensor_shape { } int_val: 0 } } } }
+node { name: "r" op: "ArgMax" input: "i" input: "axis" }
+"""))
+    assert main(["ops", "--model", str(path)]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "ArgMax" in line]
+    assert "rewritten" in line and "index-op expansion" in line

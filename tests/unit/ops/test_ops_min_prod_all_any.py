@@ -50,7 +50,7 @@ def test_all_any_references_match_tensorflow(op, shape, axes, keep_dims):
     np.testing.assert_array_equal(ours, getattr(tf.raw_ops, op)(input=x, axis=np.asarray(axes, np.int32), keep_dims=keep_dims).numpy())
 
 
-def test_all_any_fold_through_their_reference_and_refuse_run_time_inputs():
+def test_all_any_fold_through_their_reference():
     from polytf.ops import registry
 
     value = np.asarray([[True, False], [True, True]])
@@ -58,10 +58,42 @@ def test_all_any_fold_through_their_reference_and_refuse_run_time_inputs():
         definition = registry.lookup(op)
         assert definition.foldable and definition.dtypes == ("bool",)
         np.testing.assert_array_equal(definition.reference(_node(op, False), [value, np.asarray([1], np.int32)])[0], expected)
-        with pytest.raises(ShapeError, match="only at compile time"):
-            definition.lower(_node(op, False), [], [], None)
     with pytest.raises(ShapeError, match="must be bool"):
         registry.lookup("All").reference(_node("All", False), [np.ones((2, 2), np.float32), np.asarray([1], np.int32)])
+
+
+@pytest.mark.parametrize("op", ["All", "Any"])
+@pytest.mark.parametrize("shape,axes,keep_dims", CASES)
+def test_all_any_lowering_matches_reference(op, shape, axes, keep_dims):
+    x = np.random.default_rng(3).random(shape) < (0.9 if op == "All" else 0.1)
+    (expected,), (got,), _ = run_op_with_constants(_node(op, keep_dims), [x, np.asarray(axes, np.int32)])
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_all_any_over_run_time_masks_compile_and_match_tensorflow(tmp_path):
+    """All/Any over masks computed at run time are compiled kernels (no host node)."""
+    tf = pytest.importorskip("tensorflow")
+    import polytf
+    from polytf.model_zoo.freeze import freeze_to_graphdef
+    from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
+
+    def model(x):
+        every = tf.reduce_all(x > -1.0, axis=-1)
+        some = tf.reduce_any(x > 1.5, axis=[0, 2], keepdims=True)
+        return tf.where(every, 1.0, 0.0), tf.cast(some, tf.float32) + tf.reduce_sum(x)
+
+    path = tmp_path / "all_any.pb"
+    path.write_bytes(freeze_to_graphdef(tf.function(model), [("x", (3, 4, 6))]).SerializeToString())
+    compiled = polytf.load(path, cache_dir=tmp_path / "cache", fallback=False)
+    assert not compiled.host_nodes and {"All", "Any"} <= {op for kernel in compiled.kernels for _, op in kernel.scop.ops}
+    x = np.random.default_rng(5).standard_normal((3, 4, 6)).astype(np.float32)
+    x[0] = np.abs(x[0])  # a row where All holds
+    expected = run_graphdef_with_tensorflow(path, {"x": x}, list(compiled.output_names))
+    actual = compiled(x=x)
+    for name in compiled.output_names:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-5)
+    assert 0 < actual["Identity"].sum() < actual["Identity"].size, "the test should see both outcomes of All"
 
 
 @pytest.mark.parametrize("op", ["Min", "Prod"])

@@ -188,20 +188,21 @@ def test_an_out_of_range_id_is_an_error_naming_the_node(monkeypatch, tmp_path, b
 
 
 def test_generated_code_never_reads_outside_the_table():
-    """The guard under the runtime's check: a kernel run directly with bad ids on a table
-    that sits in front of sentinel rows reads only table rows (clamped), never the sentinels."""
+    """The guard under the runtime's check: a kernel run directly with bad ids (past the end
+    and negative) on a table with sentinel rows right before and right after it in memory
+    reads only table rows (clamped), never the sentinels."""
     graph, table, positions = _embedding_graph()
     (kernel,) = [k for k in kernels_of(graph) if "GatherV2" in {op for _, op in k.scop.ops}]
     compiled = TARGET.compile(kernel.scop, SearchSpace.for_scop(kernel.scop, 1).default_recipe())
     arguments = ArgumentTable(compiled)
-    backing = np.full((table.shape[0] + 4, table.shape[1]), 1e30, np.float32)
-    backing[: table.shape[0]] = table
-    before = np.full((4, table.shape[1]), 1e30, np.float32)
+    guard = 4
+    backing = np.full((guard + table.shape[0] + guard, table.shape[1]), 1e30, np.float32)
+    backing[guard : guard + table.shape[0]] = table
     ids = np.array([[0, 10, 11, 12, 1000, -1, -5]] * 2, np.int32)
     for info in kernel.scop.arrays:
         slot = arguments.slot(info.name)
         if info.tensor == "table:0":
-            arguments.bind(slot, backing[: table.shape[0]])
+            arguments.bind(slot, backing[guard : guard + table.shape[0]])  # a view: the sentinels sit on both sides
         elif info.tensor == "ids:0":
             arguments.bind(slot, ids)
         elif info.role == "input":
@@ -214,7 +215,6 @@ def test_generated_code_never_reads_outside_the_table():
     assert np.max(np.abs(out)) < 1e3, "a sentinel row was read"
     clamped = np.clip(ids, 0, table.shape[0] - 1)
     np.testing.assert_allclose(out - positions, table[clamped], rtol=1e-5, atol=1e-5)
-    del before
 
 
 def test_tensorflow_graphdef_with_token_ids_matches_tensorflow(tmp_path):
@@ -246,3 +246,71 @@ def test_tensorflow_graphdef_with_token_ids_matches_tensorflow(tmp_path):
     got = compiled(ids=ids, mask=mask)[name]
     expected = run_graphdef_with_tensorflow(path, {"ids": ids, "mask": mask}, [name])[name]
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_division_reductions_and_powers_compile_and_match_tensorflow(tmp_path, dtype):
+    """Run-time integer Div (toward zero), FloorDiv, FloorMod (sign of the divisor) by
+    constant divisors of both signs, integer Pow with a constant exponent, and Max/Min
+    reductions that start from the dtype's extremes: compiled, equal to TensorFlow."""
+    tf = pytest.importorskip("tensorflow")
+    import polytf
+    from polytf.model_zoo.freeze import freeze_to_graphdef
+    from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
+
+    divisors = tf.constant(np.array([3, -3, 7, -1, 1, 2], dtype))
+
+    def model(x):
+        return (
+            tf.raw_ops.Div(x=x, y=divisors),
+            tf.math.floordiv(x, divisors),
+            tf.math.floormod(x, divisors),
+            tf.math.pow(x, tf.constant(3, dtype)),
+            tf.reduce_max(x, axis=1),
+            tf.reduce_min(x, axis=0),
+        )
+
+    path = tmp_path / "integers.pb"
+    path.write_bytes(freeze_to_graphdef(tf.function(model), [("x", (5, 6), dtype)]).SerializeToString())
+    compiled = polytf.load(path, cache_dir=tmp_path / "cache", fallback=False)
+    assert not compiled.host_nodes
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(3).integers(-20, 21, size=(5, 6)).astype(dtype)
+    x[0, :] = info.max  # Min over axis 0 must not start below it
+    x[1, :] = info.min + 1  # Max over axis 1 must not start above it
+    x[:, 0] = info.min + 1
+    expected = run_graphdef_with_tensorflow(path, {"x": x}, list(compiled.output_names))
+    actual = compiled(x=x)
+    for name in compiled.output_names:
+        if name == "Identity_3":  # the cube of the extremes overflows: compare where TensorFlow does not
+            rows = slice(2, None)
+            np.testing.assert_array_equal(actual[name][rows, 1:], expected[name][rows, 1:], err_msg=name)
+            continue
+        assert actual[name].dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+    # the most negative value divided by -1 wraps (as numpy) instead of trapping the process
+    x[:, 3] = info.min
+    np.testing.assert_array_equal(compiled(x=x)["Identity_1"][:, 3], np.full(5, info.min, dtype))
+
+
+def test_integer_division_by_a_run_time_divisor_runs_on_the_host(tmp_path):
+    """A run-time divisor could be zero, which TensorFlow reports as an error: the node runs
+    on the host (its reference raises that error), and fallback=False refuses it by name."""
+    tf = pytest.importorskip("tensorflow")
+    import polytf
+    from polytf.errors import UnsupportedOpError
+    from polytf.model_zoo.freeze import freeze_to_graphdef
+    from polytf.runtime.host_fallback import HostExecutionError
+
+    path = tmp_path / "divide.pb"
+    path.write_bytes(freeze_to_graphdef(tf.function(lambda x, y: tf.math.floormod(x, y) + 1), [("x", (4,), "int32"), ("y", (4,), "int32")]).SerializeToString())
+    model = polytf.load(path, cache_dir=tmp_path / "cache")
+    (host,) = model.host_nodes
+    assert host.op == "FloorMod" and "divisor" in host.reason
+    x, y = np.array([7, -7, 7, -7], np.int32), np.array([2, 2, -2, -2], np.int32)
+    (name,) = model.output_names
+    np.testing.assert_array_equal(model(x=x, y=y)[name], tf.math.floormod(x, y).numpy() + 1)
+    with pytest.raises(HostExecutionError, match="division by zero"):
+        model(x=x, y=np.array([1, 0, 1, 1], np.int32))
+    with pytest.raises(UnsupportedOpError, match="FloorMod"):
+        polytf.load(path, cache_dir=tmp_path / "cache", fallback=False)

@@ -144,25 +144,31 @@ def test_tune_skips_host_nodes_and_reports_them(host_ops, model_path, tmp_path):
 
 
 def test_a_tensorflow_op_with_only_a_reference_runs_on_the_host_and_matches_tensorflow(tmp_path, capsys):
-    """``All`` over a run-time bool tensor has a numpy reference but no lowering: it runs on
-    the host between the compiled comparison and the compiled multiplication."""
+    """``TopKV2`` (a sort: no affine loop nest) has a numpy reference but no lowering: it runs
+    on the host between the compiled MatMul and the compiled softmax, both of its outputs
+    read by compiled kernels; ``polytf show`` names it, and --no-fallback refuses it."""
     tf = pytest.importorskip("tensorflow")
     from polytf.model_zoo.freeze import freeze_to_graphdef
     from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
 
-    def model(x):
-        every = tf.reduce_all(x > -1.0, axis=-1)
-        return tf.cast(every, tf.float32) * tf.reduce_sum(x * x, axis=-1)
+    weights = tf.constant(np.random.default_rng(1).standard_normal((5, 9)).astype(np.float32))
 
-    path = tmp_path / "all.pb"
+    def model(x):
+        values, indices = tf.math.top_k(tf.matmul(x, weights), k=3)
+        return tf.nn.softmax(values) * tf.cast(indices, tf.float32)
+
+    path = tmp_path / "top_k.pb"
     path.write_bytes(freeze_to_graphdef(tf.function(model), [("x", (4, 5))]).SerializeToString())
     compiled = polytf.load(path, cache_dir=tmp_path / "cache")
-    assert [node.op for node in compiled.host_nodes] == ["All"]
+    assert [(node.name, node.op) for node in compiled.host_nodes] == [("TopKV2", "TopKV2")]
+    assert "no lowering" in compiled.host_nodes[0].reason and len(compiled.kernels) >= 2
     x = np.random.default_rng(2).standard_normal((4, 5)).astype(np.float32)
     (name,) = compiled.output_names
     expected = run_graphdef_with_tensorflow(path, {"x": x}, [name])[name]
     np.testing.assert_allclose(compiled(x=x)[name], expected, rtol=1e-5, atol=1e-6)
     assert main(["show", str(path)]) == 0
-    assert "(All) on the host" in capsys.readouterr().out
-    with pytest.raises(UnsupportedOpError, match="All"):
+    assert "runs on the host: node 'TopKV2' (TopKV2)" in capsys.readouterr().out
+    assert main(["show", str(path), "--no-fallback"]) == 1
+    assert "TopKV2" in "".join(capsys.readouterr())
+    with pytest.raises(UnsupportedOpError, match="TopKV2"):
         polytf.load(path, cache_dir=tmp_path / "cache", fallback=False)
