@@ -58,10 +58,11 @@ def expand_index_ops(graph: Graph) -> tuple[Graph, PassReport]:
         node = editor.nodes[name]
         if not editor.typed or editor.constant_value(node.output(0)) is not None:
             continue
-        types = [editor.type_of(t) for t in node.inputs]
-        if any(t is None or not t.is_static for t in types[:1]):
+        first = editor.type_of(node.inputs[0]) if node.inputs else None
+        if first is None or not first.is_static:
             continue
-        _expand_arg(editor, node, types[0]) if node.op != "OneHot" else _expand_one_hot(editor, node, types[0])
+        expand = _expand_one_hot if node.op == "OneHot" else _expand_arg
+        expand(editor, node, first)
         editor.rewrites += 1
     return editor.finish("index-op expansion", f"{editor.rewrites} ArgMax/ArgMin/OneHot nodes" if editor.rewrites else "")
 
