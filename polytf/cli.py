@@ -274,17 +274,12 @@ def command_run(args) -> int:
 
 def command_show(args) -> int:
     from polytf.config import CodegenConfig, default_thread_count
+    from polytf.errors import PolytfError
     from polytf.graph.passes.pipeline import summary
-    from polytf.runtime.cache import KernelCache
-    from polytf.runtime.model_builder import (
-        cache_key,
-        constant_arrays,
-        default_recipe,
-        prepare_model,
-        schedule_record,
-    )
-    from polytf.schedules.builder import build_ast, schedule_scop
+    from polytf.runtime.cache import KernelCache, warn_ignored_record
+    from polytf.runtime.model_builder import cache_key, constant_arrays, default_recipe, prepare_model
     from polytf.schedules.recipe import ScheduleRecipe
+    from polytf.targets.compile_driver import emit_kernel
     from polytf.targets.cpu import CpuTarget
 
     if args.profile:
@@ -316,30 +311,35 @@ def command_show(args) -> int:
         raise SystemExit(f"error: no kernel {args.kernel!r}; kernels: {', '.join(k.scop.name for k in prepared.kernels)}")
     kernel = matches[0]
     target = CpuTarget()
-    scheduled = None
+    constants = constant_arrays(kernel)  # shown as the model runs it: weights packed ahead of time
+    emitted = None
     if args.recipe:
         recipe = ScheduleRecipe.from_json(Path(args.recipe).read_text())
     else:
         cache = KernelCache(args.cache_dir)
         key = cache_key(kernel, target, threads, CodegenConfig())
         record = cache.load(key)
+        recipe = default_recipe(kernel, threads, target)
         if record is not None:
-            scheduled = schedule_record(kernel, record, target, cache.path_for(key))
-        recipe = record.schedule_recipe if scheduled is not None else default_recipe(kernel, threads, target)
-    constants = constant_arrays(kernel)  # shown as the model runs it: weights packed ahead of time
-    if scheduled is None:
-        scheduled = schedule_scop(kernel.scop, recipe, limits=target.limits, constant_arrays=constants)
+            try:
+                emitted = emit_kernel(kernel.scop, record.schedule_recipe, target, constants)
+                recipe = record.schedule_recipe
+            except PolytfError as error:
+                warn_ignored_record(cache.path_for(key), f"its recipe cannot be used: {error}")
+    # scheduled once, for every section below
+    emitted = emitted or emit_kernel(kernel.scop, recipe, target, constants)
+    scheduled = emitted.scheduled
     sections = [("scop", str(kernel.scop)), ("recipe", recipe.to_json())]
     if scheduled.scop is not kernel.scop:
         sections.append(("scop after data-layout transformations (packing, padding, im2col)", str(scheduled.scop)))
     sections += [
         ("schedule tree", str(scheduled.schedule)),
-        ("loop AST", build_ast(scheduled.schedule).to_C_str()),
+        ("loop AST", emitted.ast.to_C_str()),
     ]
     if args.llvm:
-        sections.append(("LLVM IR", target.compile(kernel.scop, recipe, constants).llvm_ir))
+        sections.append(("LLVM IR", str(target.optimise(emitted.code, kernel.scop.name))))
     if args.assembly:
-        sections.append(("assembly", target.assembly(kernel.scop, recipe, constants)))
+        sections.append(("assembly", target.assembly_of(emitted.code, kernel.scop.name)))
     for title, text in sections:
         stdout.rule(title)
         stdout.print(text, markup=False, highlight=False)

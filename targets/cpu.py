@@ -16,6 +16,7 @@ import sys
 import threading
 from functools import lru_cache
 
+import islpy as isl
 import llvmlite
 import llvmlite.binding as llvm
 
@@ -24,8 +25,9 @@ from polytf.errors import CompileError
 from polytf.poly.access_bounds import required_bytes
 from polytf.poly.scop import Scop
 from polytf.schedules.analytic_recipe import CacheSizes
-from polytf.schedules.builder import ScheduledScop, build_ast, schedule_scop
+from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.compile_driver import emit_kernel
 from polytf.targets.host_caches import host_cache_sizes
 from polytf.targets.llvm_codegen import KernelModuleBuilder
 from polytf.targets.target import CompiledKernel, Target
@@ -130,11 +132,6 @@ class CpuTarget(Target):
         """The host's per-core data caches (sysfs; :mod:`polytf.targets.host_caches`)."""
         return host_cache_sizes()
 
-    @property
-    def native_vector_width(self) -> int:
-        """Alias of :attr:`vector_lanes`."""
-        return self.vector_lanes
-
     def fingerprint(self) -> dict:
         return {
             "target": self.name,
@@ -146,27 +143,31 @@ class CpuTarget(Target):
             "openmp": openmp_available(),
         }
 
-    def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> str:
-        """Unoptimised LLVM IR of the kernel (raises ScheduleError / CodegenError);
-        ``constant_arrays`` as for :meth:`compile`."""
-        return self._emit(scop, recipe, constant_arrays)[1]
+    def emit(self, scheduled: ScheduledScop, ast: isl.AstNode, recipe: ScheduleRecipe) -> str:
+        """Unoptimised LLVM IR text of a scheduled kernel (its arrays are the kernel's
+        arguments), for this target's triple and data layout.
 
-    def _emit(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> tuple[ScheduledScop, str]:
-        """The scheduled Scop (its arrays are the kernel's arguments) and its LLVM IR text."""
-        scheduled = schedule_scop(scop, recipe, limits=self.limits, constant_arrays=constant_arrays)
+        Raises:
+            CodegenError: an AST or expression the code generator does not handle.
+        """
         builder = KernelModuleBuilder(
             scheduled.scop,
-            build_ast(scheduled.schedule),
+            ast,
             vector_width=recipe.vector_width,
             unroll=recipe.unroll,
             parallel=recipe.parallel and openmp_available(),
             fast_math=self.config.fast_math,
-            native_vector_width=self.native_vector_width,
+            native_vector_width=self.vector_lanes,
         )
         module = builder.build()
         module.triple = self.triple
         module.data_layout = str(self.target_machine.target_data)
-        return scheduled, str(module)
+        return str(module)
+
+    def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> str:
+        """Unoptimised LLVM IR of the kernel through the compile driver (raises ScheduleError /
+        CodegenError); ``constant_arrays`` as for :meth:`compile`."""
+        return emit_kernel(scop, recipe, self, constant_arrays).code
 
     def optimise(self, ir_text: str, kernel: str) -> llvm.ModuleRef:
         """Parse, verify and optimise LLVM IR text at the configured level.
@@ -209,35 +210,42 @@ class CpuTarget(Target):
             raise CompileError(f"LLVM produced no entry point {name}")
         return address, engine
 
-    def compile(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:
-        scheduled_scop, ir_text = self._emit(scop, recipe, constant_arrays)
-        scheduled = scheduled_scop.scop
+    def compile_code(self, code: str, scop: Scop, scheduled: ScheduledScop, recipe: ScheduleRecipe) -> CompiledKernel:
+        """Optimise LLVM IR text from :meth:`emit` (``scheduled`` is ``scop`` scheduled with
+        ``recipe``) and JIT-compile it (MCJIT).
+
+        Raises:
+            CompileError: LLVM rejected the module or produced no entry point.
+        """
+        kernel = scheduled.scop
         # every access of the scheduled kernel stays inside its array: these sizes suffice
-        argument_bytes = required_bytes(scheduled)
+        argument_bytes = required_bytes(kernel)
         with _LOCK:
-            module = self.optimise(ir_text, scop.name)
+            module = self.optimise(code, kernel.name)
             try:
                 engine = llvm.create_mcjit_compiler(module, self._create_target_machine())
                 engine.finalize_object()
-                address = engine.get_function_address(scop.name)
+                address = engine.get_function_address(kernel.name)
             except RuntimeError as error:
-                raise CompileError(f"LLVM could not compile kernel {scop.name}: {error}") from None
+                raise CompileError(f"LLVM could not compile kernel {kernel.name}: {error}") from None
         if not address:
-            raise CompileError(f"LLVM produced no entry point for kernel {scop.name}")
-        function = KERNEL_FUNCTION_TYPE(address)
+            raise CompileError(f"LLVM produced no entry point for kernel {kernel.name}")
         return CompiledKernel(
             scop,
             recipe,
-            function,
-            arrays=scheduled.arrays,
+            KERNEL_FUNCTION_TYPE(address),
+            arrays=kernel.arrays,
             argument_bytes=argument_bytes,
             llvm_ir=str(module),
             owner=engine,
-            constant_copies=scheduled_scop.constant_copies,
+            constant_copies=scheduled.constant_copies,
         )
 
     def assembly(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> str:
         """Host assembly of the optimised kernel (for ``polytf show``); ``constant_arrays``
         as for :meth:`compile`."""
-        module = self.optimise(self.emit_llvm_ir(scop, recipe, constant_arrays), scop.name)
-        return self.target_machine.emit_assembly(module)
+        return self.assembly_of(self.emit_llvm_ir(scop, recipe, constant_arrays), scop.name)
+
+    def assembly_of(self, code: str, kernel: str) -> str:
+        """Assembly of LLVM IR text from :meth:`emit`, optimised as :meth:`compile_code` does."""
+        return self.target_machine.emit_assembly(self.optimise(code, kernel))

@@ -10,10 +10,13 @@ import abc
 import ctypes
 from dataclasses import dataclass, field
 
+import islpy as isl
+
 from polytf.poly.access_bounds import array_bytes
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.analytic_recipe import CacheSizes
+from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.validation import TargetLimits
@@ -111,12 +114,32 @@ class Target(abc.ABC):
         """Everything about the target that changes generated code (enters cache keys)."""
 
     @abc.abstractmethod
+    def emit(self, scheduled: ScheduledScop, ast: isl.AstNode, recipe: ScheduleRecipe) -> str:
+        """The code text of a scheduled kernel (LLVM IR on the CPU), from its isl AST.
+
+        Raises:
+            CodegenError: the target cannot generate code for the AST.
+        """
+
+    @abc.abstractmethod
+    def compile_code(self, code: str, scop: Scop, scheduled: ScheduledScop, recipe: ScheduleRecipe) -> CompiledKernel:
+        """Compile the text :meth:`emit` produced for ``scheduled`` (``scop`` scheduled with
+        ``recipe``) into a runnable kernel.
+
+        Raises:
+            CompileError: the target's compiler rejected the code.
+        """
+
     def compile(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:
-        """Schedule, generate and compile ``scop``; data-layout copies of the arrays named in
-        ``constant_arrays`` (inputs that hold weights) are left to the caller
+        """Schedule, generate and compile ``scop`` through the one compile driver
+        (:func:`polytf.targets.compile_driver.compile_kernel`); data-layout copies of the
+        arrays named in ``constant_arrays`` (inputs that hold weights) are left to the caller
         (:attr:`CompiledKernel.constant_copies`).
 
         Raises:
             ScheduleError: the recipe is illegal for the Scop.
-            CodegenError, CompileError: code generation or LLVM failed.
+            CodegenError, CompileError: code generation or the target's compiler failed.
         """
+        from polytf.targets.compile_driver import compile_kernel
+
+        return compile_kernel(scop, recipe, self, constant_arrays)

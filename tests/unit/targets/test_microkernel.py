@@ -127,7 +127,7 @@ def test_linear_forms_divide_exactly_only_when_they_can():
 @pytest.mark.parametrize("features, lanes, registers", [("+avx512f,+avx2,+avx", 16, 32), ("+avx2,+avx,-avx512f", 8, 16), ("+sse4.2", 4, 16)])
 def test_vector_lanes_and_registers_follow_the_features(features, lanes, registers):
     target = CpuTarget(features=features, cpu_name="x86-64")
-    assert (target.vector_lanes, target.vector_registers, target.native_vector_width) == (lanes, registers, lanes)
+    assert (target.vector_lanes, target.vector_registers) == (lanes, registers)
     assert target.limits == TargetLimits(lanes, registers)
 
 
