@@ -319,13 +319,15 @@ def command_show(args) -> int:
         cache = KernelCache(args.cache_dir)
         key = cache_key(kernel, target, threads, CodegenConfig())
         record = cache.load(key)
-        recipe = default_recipe(kernel, threads, target)
-        if record is not None:
+        recipe = None if record is None else record.schedule_recipe
+        if recipe is not None:
             try:
-                emitted = emit_kernel(kernel.scop, record.schedule_recipe, target, constants)
-                recipe = record.schedule_recipe
+                emitted = emit_kernel(kernel.scop, recipe, target, constants)
             except PolytfError as error:
                 warn_ignored_record(cache.path_for(key), f"its recipe cannot be used: {error}")
+                recipe = None
+        if recipe is None:
+            recipe = default_recipe(kernel, threads, target)
     # scheduled once, for every section below
     emitted = emitted or emit_kernel(kernel.scop, recipe, target, constants)
     scheduled = emitted.scheduled

@@ -38,13 +38,11 @@ class EmittedKernel:
             schedule tree and the constant copies left to the caller.
         ast: the isl AST of the schedule.
         code: the target's code text (LLVM IR on the CPU).
-        recipe: the recipe it was scheduled with.
     """
 
     scheduled: builder.ScheduledScop
     ast: isl.AstNode
     code: str
-    recipe: ScheduleRecipe
 
 
 def emit_kernel(scop: Scop, recipe: ScheduleRecipe, target: Target, constant_arrays: frozenset[str] = frozenset()) -> EmittedKernel:
@@ -60,7 +58,7 @@ def emit_kernel(scop: Scop, recipe: ScheduleRecipe, target: Target, constant_arr
     """
     scheduled = builder.schedule_scop(scop, recipe, limits=target.limits, constant_arrays=constant_arrays)
     ast = builder.build_ast(scheduled.schedule)
-    return EmittedKernel(scheduled, ast, target.emit(scheduled, ast, recipe), recipe)
+    return EmittedKernel(scheduled, ast, target.emit(scheduled, ast, recipe))
 
 
 def compile_kernel(scop: Scop, recipe: ScheduleRecipe, target: Target, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:

@@ -38,6 +38,7 @@ import llvmlite.ir as ir
 
 from polytf.errors import CodegenError
 from polytf.poly.expression import (
+    INTEGER_BINARY_OPS,
     AffineExpr,
     Binary,
     Compare,
@@ -566,7 +567,7 @@ class KernelModuleBuilder:
         if op in ("max", "min", "maximum", "minimum"):
             larger = b.icmp_signed(">", lhs, rhs)
             return b.select(larger, lhs, rhs) if op in ("max", "maximum") else b.select(larger, rhs, lhs)
-        if op in ("truncdiv", "floordiv", "floormod"):
+        if op in INTEGER_BINARY_OPS:
             return self._integer_division(op, lhs, rhs)
         raise CodegenError(f"kernel {self.scop.name}: integer operands of {op!r} are not generated; cast them to float32")
 
@@ -624,6 +625,8 @@ class KernelModuleBuilder:
             lhs, rhs = self._value(expression.lhs, point), self._value(expression.rhs, point)
             if isinstance(lhs.type, ir.IntType) and lhs.type == rhs.type and lhs.type != I1:
                 return self._integer_binary(expression.op, lhs, rhs)
+            if expression.op in INTEGER_BINARY_OPS:
+                raise CodegenError(f"kernel {self.scop.name}: {expression.op!r} takes integer operands of one dtype, got {lhs.type} and {rhs.type}")
             lhs, rhs = self._convert(lhs, F32), self._convert(rhs, F32)
             if expression.op in ("max", "min", "maximum", "minimum"):
                 return b.call(self._intrinsic(_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=self.flags)

@@ -40,15 +40,10 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.elementwise import broadcast_access, broadcast_shapes, infer_binary, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
-from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
+from polytf.poly.expression import Binary, Constant, Expr, Load, Unary, truncate_divide
 
 #: The largest integer exponent written as a multiplication chain.
 MAX_CHAIN_EXPONENT = 16
-
-
-def _truncating_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    quotient = np.abs(x) // np.abs(y)
-    return np.where((x < 0) != (y < 0), -quotient, quotient)
 
 
 #: op -> (float64 meaning, integer meaning or None when the op takes floats only)
@@ -56,7 +51,7 @@ _NUMPY = {
     "Maximum": (np.maximum, np.maximum),
     "Minimum": (np.minimum, np.minimum),
     "RealDiv": (np.divide, None),
-    "Div": (np.divide, _truncating_divide),
+    "Div": (np.divide, truncate_divide),
     "FloorDiv": (lambda x, y: np.floor(x / y), np.floor_divide),
     "FloorMod": (np.mod, np.mod),
     "Pow": (np.power, np.power),

@@ -42,6 +42,13 @@ def scalar_int(node, value, what: str) -> int:
     return int(value.reshape(-1)[0])
 
 
+def dtype_limits(dtype) -> tuple[float | int, float | int]:
+    """The lowest and highest finite values of a float or integer dtype
+    (``numeric_limits<T>::lowest()`` and ``max()``)."""
+    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+    return info.min, info.max
+
+
 def arg_axis(node, rank: int, value) -> int:
     """The normalized ``dimension`` of an ArgMax/ArgMin.
 
@@ -78,12 +85,12 @@ def reference_arg(node, inputs):
     its highest for ArgMin), NaN included, are taken as that bound; then the first extreme."""
     x = np.asarray(inputs[0])
     axis = arg_axis(node, x.ndim, inputs[1])
-    info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
+    lowest, highest = dtype_limits(x.dtype)
     with np.errstate(invalid="ignore"):
         if node.op == "ArgMax":
-            positions = np.argmax(np.where(x > info.min, x, info.min), axis=axis)
+            positions = np.argmax(np.where(x > lowest, x, lowest), axis=axis)
         else:
-            positions = np.argmin(np.where(x < info.max, x, info.max), axis=axis)
+            positions = np.argmin(np.where(x < highest, x, highest), axis=axis)
     return (np.asarray(positions, dtype=node.attr("output_type", "int64")),)
 
 

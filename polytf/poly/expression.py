@@ -296,7 +296,8 @@ UNARY_OPS = {
     "erfc": _erfc,
 }
 
-def _truncate_divide(x, y):
+def truncate_divide(x, y):
+    """Integer division toward zero (TensorFlow's integer ``Div``, C's ``/``)."""
     quotient = np.abs(x) // np.abs(y)
     return np.where((np.asarray(x) < 0) != (np.asarray(y) < 0), -quotient, quotient)
 
@@ -313,7 +314,7 @@ BINARY_OPS = {
     "min": np.fmin,
     "maximum": np.maximum,  # NaN when either is NaN, as TensorFlow's Maximum (llvm.maximum)
     "minimum": np.minimum,
-    "truncdiv": _truncate_divide,
+    "truncdiv": truncate_divide,
     "floordiv": np.floor_divide,
     "floormod": np.mod,
 }

@@ -11,8 +11,8 @@ nodes: a longer chain becomes several kernels, so that the polyhedral work per k
 bounded and compile time grows linearly with the graph. Only float32 nodes fuse into a
 contraction's group: comparisons, casts and selections on bool masks or integers start
 their own, so a contraction's micro-kernel epilogue stays float32 arithmetic; they fuse
-with each other and into reductions (an ``ArgMax``'s mask, selection and ``FloorMod``). View ops (Identity, Reshape,
-Squeeze) emit no code: their output aliases their input's buffer. Nodes that run on the
+with each other and into reductions (an expanded ``ArgMax``'s mask and selection). View ops
+(Identity, Reshape, Squeeze) emit no code: their output aliases their input's buffer. Nodes that run on the
 host (through their numpy reference: :mod:`polytf.runtime.host_fallback`) each form a
 group of their own that nothing fuses into, as XLA leaves unclustered nodes to
 TensorFlow's executor (tensorflow/compiler/jit/mark_for_compilation_pass.cc).

@@ -41,7 +41,7 @@ import numpy as np
 from polytf.graph import Graph, Node, TensorType
 from polytf.graph.passes.editor import GraphEditor
 from polytf.graph.passes.report import PassReport
-from polytf.ops.index_ops import arg_axis, one_hot_position, scalar_int
+from polytf.ops.index_ops import arg_axis, dtype_limits, one_hot_position, scalar_int
 
 #: The ops expanded.
 INDEX_OPS = ("ArgMax", "ArgMin", "OneHot")
@@ -83,17 +83,12 @@ class _Builder:
         return f"{name}:0"
 
 
-def _limits(dtype: str) -> tuple[float | int, float | int]:
-    info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
-    return info.min, info.max
-
-
 def _expand_arg(editor: GraphEditor, node: Node, x: TensorType) -> None:
     build = _Builder(editor, node)
     axis = arg_axis(node, x.rank, editor.constant_value(node.inputs[1]))
     extent = int(x.shape[axis])
     index_dtype = node.attr("output_type", "int64")
-    lowest, highest = _limits(x.dtype)
+    lowest, highest = dtype_limits(x.dtype)
     is_max = node.op == "ArgMax"
     value_type, bool_type = TensorType(tuple(x.shape), x.dtype), TensorType(tuple(x.shape), "bool")
     bound = build.constant("bound", np.asarray(lowest if is_max else highest, x.dtype))
