@@ -43,6 +43,10 @@ dependences, and the code generator distributes only their loops::
                                       ->       mark "parallel c2"        isl generates no loop)
                                                  band [d2]               (the loop distributed)
 
+A GPU recipe (``recipe.gpu``) gets the tree of :mod:`polytf.schedules.gpu_mapping`
+instead: blocks and threads marks over the tiled shared band, shared-memory copies
+grafted between barriers.
+
 Every call first validates the recipe (:func:`polytf.schedules.validation.validate_recipe`)
 and, unless told not to, checks the tree against the Scop's dependences
 (:func:`polytf.schedules.legality.check_legality`).
@@ -59,6 +63,7 @@ from polytf.poly.expression import Load
 from polytf.poly.scop import Scop, balanced_union
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
+from polytf.schedules.gpu_mapping import GpuLaunch, map_to_gpu
 from polytf.schedules.marks import MicrokernelMark, ParallelMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
@@ -280,12 +285,15 @@ class ScheduledScop:
             schedule; the runtime runs them once, when the model is built
             (:mod:`polytf.runtime.constant_layout`), and passes their results as
             read-only arguments.
+        launch: for a GPU recipe, the grid, block and shared memory of the launch
+            (:class:`polytf.schedules.gpu_mapping.GpuLaunch`); None on the CPU.
     """
 
     scop: Scop
     recipe: ScheduleRecipe
     schedule: isl.Schedule
     constant_copies: tuple[Statement, ...] = ()
+    launch: GpuLaunch | None = None
 
 
 def schedule_scop(
@@ -305,6 +313,9 @@ def schedule_scop(
             the dependence).
     """
     recipe = validate_recipe(scop, recipe, limits)
+    if recipe.gpu:
+        mapped = map_to_gpu(scop, recipe, check=check)
+        return ScheduledScop(mapped.scop, recipe, mapped.schedule, (), mapped.launch)
     prepared = apply_data_layout(scop, recipe)
     ahead = tuple(c for c in copy_statements(prepared) if isinstance(c.value, Load) and c.value.access.array in constant_arrays)
     if ahead:

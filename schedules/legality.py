@@ -17,7 +17,7 @@ import islpy as isl
 from polytf.errors import ScheduleError
 from polytf.poly.dependences import Dependences, compute_dependences
 from polytf.poly.scop import Scop
-from polytf.schedules.marks import ParallelMark, mark_of
+from polytf.schedules.marks import GpuMark, ParallelMark, mark_of
 
 
 @lru_cache(maxsize=256)
@@ -53,7 +53,8 @@ def _lex_positive(n: int) -> isl.UnionMap:
 
 
 def parallel_members(schedule: isl.Schedule) -> list[tuple[int, isl.ScheduleNode, int]]:
-    """Every band member a parallel mark of ``schedule`` names: ``(schedule dimension,
+    """Every band member a parallel mark or a GPU blocks or threads mark of ``schedule``
+    names (all run in parallel): ``(schedule dimension,
     band node directly below the mark, position of the member in that band)``.
 
     Raises:
@@ -65,7 +66,7 @@ def parallel_members(schedule: isl.Schedule) -> list[tuple[int, isl.ScheduleNode
     while pending:
         node = pending.pop()
         mark = mark_of(node)
-        if isinstance(mark, ParallelMark):
+        if isinstance(mark, (ParallelMark, GpuMark)):
             band = node.child(0)
             depth = band.get_schedule_depth()
             positions = [k - depth for k in mark.dimensions]

@@ -12,6 +12,13 @@ the code generator what a subtree is for:
   only a ``for`` node of one of them (isl names the AST iterator of schedule dimension
   ``k`` ``c{k}``; where isl drops the loop because it has one iteration, that part runs
   on one thread).
+- :class:`GpuMark` sits directly above a band whose members are mapped to the blocks of a
+  CUDA grid or to the threads of a block (PPCG's ``kernel`` and ``thread`` marks,
+  Verdoolaege et al., TACO 2013); legality proves each mapped member free of
+  loop-carried dependences, as for a parallel mark.
+- :class:`BarrierMark` sits above a subtree after which every thread of a block waits for
+  the others (``__syncthreads``, ``llvm.nvvm.barrier0``): shared-memory copies and the
+  compute that reads them. On the CPU it is nothing.
 
 The id's name is the encoding (``"microkernel 6x16 d0,d1"``, ``"parallel c2"``): it is
 what ``polytf show`` prints, and it survives isl's copies of the tree.
@@ -25,6 +32,12 @@ import islpy as isl
 
 MICROKERNEL = "microkernel"
 PARALLEL = "parallel"
+GPU_BLOCKS = "gpu_blocks"
+GPU_THREADS = "gpu_threads"
+BARRIER = "barrier"
+#: CUDA's hardware dimensions, x the fastest-varying (consecutive threads along x read
+#: consecutive addresses when it is mapped to the innermost dimension)
+HARDWARE_DIMENSIONS = ("x", "y", "z")
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,65 @@ class ParallelMark:
         return mark if isinstance(mark, ParallelMark) else None
 
 
-Mark = MicrokernelMark | ParallelMark
+@dataclass(frozen=True)
+class GpuMark:
+    """The band below maps its members at schedule dimensions ``dimensions`` to the blocks
+    (``kind == "blocks"``: ``blockIdx``) or threads (``kind == "threads"``: ``threadIdx``)
+    of a CUDA launch, member ``dimensions[i]`` to hardware dimension ``hardware[i]``.
+
+    Example: ``GpuMark("threads", (3, 4), ("y", "x"))``, named ``"gpu_threads c3:y,c4:x"``.
+    """
+
+    kind: str
+    dimensions: tuple[int, ...]
+    hardware: tuple[str, ...]
+
+    @property
+    def iterators(self) -> tuple[str, ...]:
+        """Names isl's AST generator gives the loops of these schedule dimensions."""
+        return tuple(f"c{k}" for k in self.dimensions)
+
+    def hardware_of(self, iterator: str) -> str | None:
+        """The hardware dimension (``"x"``, ``"y"``, ``"z"``) AST iterator ``iterator`` is
+        mapped to, or None."""
+        for name, hardware in zip(self.iterators, self.hardware):
+            if name == iterator:
+                return hardware
+        return None
+
+    def name(self) -> str:
+        prefix = GPU_BLOCKS if self.kind == "blocks" else GPU_THREADS
+        return f"{prefix} {','.join(f'{it}:{hw}' for it, hw in zip(self.iterators, self.hardware))}"
+
+    def to_id(self) -> isl.Id:
+        return isl.Id(self.name())
+
+
+@dataclass(frozen=True)
+class BarrierMark:
+    """After the subtree below, every thread of the block waits for the others."""
+
+    def name(self) -> str:
+        return BARRIER
+
+    def to_id(self) -> isl.Id:
+        return isl.Id(self.name())
+
+
+Mark = MicrokernelMark | ParallelMark | GpuMark | BarrierMark
+
+
+def _gpu_mark(kind: str, text: str) -> GpuMark | None:
+    dimensions, hardware = [], []
+    for part in text.split(","):
+        iterator, _, dimension = part.partition(":")
+        if not iterator.startswith("c") or not iterator[1:].isdigit() or dimension not in HARDWARE_DIMENSIONS:
+            return None
+        dimensions.append(int(iterator[1:]))
+        hardware.append(dimension)
+    if len(set(hardware)) != len(hardware):
+        return None
+    return GpuMark(kind, tuple(dimensions), tuple(hardware))
 
 
 def _integers(text: str, separator: str, prefix: str = "") -> tuple[int, ...] | None:
@@ -94,6 +165,8 @@ def _integers(text: str, separator: str, prefix: str = "") -> tuple[int, ...] | 
 
 def decode_mark(name: str) -> Mark | None:
     """The mark a mark node's id name encodes, or None for a name polytf did not write."""
+    if name == BARRIER:
+        return BarrierMark()
     parts = name.split(" ")
     if len(parts) != (3 if parts[0] == MICROKERNEL else 2):
         return None
@@ -104,6 +177,8 @@ def decode_mark(name: str) -> Mark | None:
     if parts[0] == PARALLEL:
         dimensions = _integers(parts[1], ",", "c")
         return ParallelMark(dimensions) if dimensions is not None else None
+    if parts[0] in (GPU_BLOCKS, GPU_THREADS):
+        return _gpu_mark("blocks" if parts[0] == GPU_BLOCKS else "threads", parts[1])
     return None
 
 
@@ -115,4 +190,18 @@ def mark_of(node: isl.AstNode | isl.ScheduleNode) -> Mark | None:
     return decode_mark(node.mark_get_id().get_name())
 
 
-__all__ = ["MICROKERNEL", "PARALLEL", "MicrokernelMark", "ParallelMark", "Mark", "decode_mark", "mark_of"]
+__all__ = [
+    "MICROKERNEL",
+    "PARALLEL",
+    "GPU_BLOCKS",
+    "GPU_THREADS",
+    "BARRIER",
+    "HARDWARE_DIMENSIONS",
+    "MicrokernelMark",
+    "ParallelMark",
+    "GpuMark",
+    "BarrierMark",
+    "Mark",
+    "decode_mark",
+    "mark_of",
+]

@@ -55,6 +55,17 @@ class ScheduleRecipe:
             that its iteration domain is a box.
         algorithm: ``"direct"`` (the anchor as lowered) or ``"im2col"`` (its windowed read
             gathered into a dense matrix first: im2col + GEMM, for convolutions).
+        gpu: map the kernel to a CUDA grid (:mod:`polytf.schedules.gpu_mapping`): the
+            innermost (up to three) shared dimensions are tiled by ``tile_sizes`` (one tile
+            per block; 0: the whole extent) and each block's tile by
+            ``thread_tile_sizes`` (the points one thread computes; 0 or 1: one point);
+            ``reduction_tile_sizes`` tile the anchor's reductions around the threads;
+            ``point_order`` orders each thread's loops and ``unroll`` unrolls them. A GPU
+            recipe has no register tiles, packing, padding, parallel flag or im2col (those
+            are the CPU's) and keeps the natural tile order.
+        thread_tile_sizes: per shared dimension, the points of it each GPU thread computes.
+        shared_memory: arrays the anchor reads that are staged in shared memory per block
+            and reduction tile (copied by all threads of the block between barriers).
     """
 
     tile_sizes: tuple[int, ...] = ()
@@ -68,6 +79,9 @@ class ScheduleRecipe:
     pack: tuple[str, ...] = ()
     pad: bool = False
     algorithm: str = "direct"
+    gpu: bool = False
+    thread_tile_sizes: tuple[int, ...] = ()
+    shared_memory: tuple[str, ...] = ()
 
     def steps(self) -> tuple[tuple[str, object], ...]:
         """The recipe as a tuple of named steps, in the order they are applied."""
@@ -131,6 +145,12 @@ class ScheduleRecipe:
             parts.append("pad")
         if self.algorithm != "direct":
             parts.append(self.algorithm)
+        if self.gpu:
+            parts.append("gpu")
+        if any(self.thread_tile_sizes):
+            parts.append("threadtile " + "x".join(str(t) if t else "-" for t in self.thread_tile_sizes))
+        if self.shared_memory:
+            parts.append("shared " + ",".join(self.shared_memory))
         if self.vector_width:
             parts.append(f"vec {self.vector_width}")
         if self.unroll:
@@ -153,6 +173,9 @@ FIELD_TYPES: dict[str, tuple[type, bool]] = {
     "pack": (str, True),
     "pad": (bool, False),
     "algorithm": (str, False),
+    "gpu": (bool, False),
+    "thread_tile_sizes": (int, True),
+    "shared_memory": (str, True),
 }
 
 _TYPE_NAMES = {int: "integer", str: "string", bool: "boolean"}

@@ -41,6 +41,8 @@ from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 #: Largest ``unroll`` count (LLVM's own unroller takes it as is; larger ones only bloat code).
 MAX_UNROLL = 32
+#: blocks a CUDA grid may have along x, y, z
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
 #: Allowed ``vector_width`` values (0: LLVM decides; 1: no vectorisation).
 VECTOR_WIDTHS = (0, 1, 2, 4, 8, 16)
 
@@ -59,6 +61,9 @@ class TargetLimits:
 
     vector_lanes: int = 8
     vector_registers: int = 16
+    #: GPU: threads per block and shared memory per block (bytes) a launch may use
+    max_threads_per_block: int = 1024
+    shared_memory_per_block: int = 48 * 1024
 
     def accumulators(self, register_sizes: tuple[int, ...]) -> int:
         """Vector registers the accumulators of a register tile take: the product of its
@@ -144,6 +149,51 @@ def _check_data_layout(scop: Scop, recipe: ScheduleRecipe, register_tiles: tuple
         )
 
 
+def _check_gpu(scop: Scop, recipe: ScheduleRecipe, depth: int, extents: list[int], limits: TargetLimits) -> tuple[int, ...]:
+    """The checks of a GPU recipe (:mod:`polytf.schedules.gpu_mapping`); returns its thread tiles."""
+    from polytf.schedules.gpu_mapping import MAPPED_DIMENSIONS, stageable_operands
+
+    for name, value, cpu_only in (
+        ("register_tile_sizes", any(recipe.register_tile_sizes), "all 0"),
+        ("pack", bool(recipe.pack), "[]"),
+        ("pad", recipe.pad, "false"),
+        ("parallel", recipe.parallel, "false"),
+        ("algorithm", recipe.algorithm != "direct", "direct"),
+    ):
+        if value:
+            raise _invalid(scop, name, getattr(recipe, name), f"{cpu_only} in a GPU recipe (a CPU transformation)")
+    if recipe.tile_order and tuple(recipe.tile_order) != tuple(range(depth)):
+        raise _invalid(scop, "tile_order", recipe.tile_order, f"{list(range(depth))} (the natural order) in a GPU recipe")
+    threads = recipe.thread_tile_sizes or (0,) * depth
+    if len(threads) != depth:
+        raise _invalid(scop, "thread_tile_sizes", threads, f"{depth} entries, one per shared dimension")
+    mapped = range(max(0, depth - MAPPED_DIMENSIONS), depth)
+    tiles = recipe.tile_sizes or (0,) * depth
+    count = 1
+    for k in range(depth):
+        thread, tile = threads[k], tiles[k]
+        if k not in mapped:
+            if thread > 1 or tile:
+                raise _invalid(scop, "tile_sizes" if tile else "thread_tile_sizes", tiles if tile else threads, f"0 for d{k} (only the innermost {MAPPED_DIMENSIONS} shared dimensions are mapped)")
+            continue
+        if not 0 <= thread <= extents[k]:
+            raise _invalid(scop, "thread_tile_sizes", threads, f"0 to {extents[k]} for d{k} (extent {extents[k]})")
+        thread = max(1, thread)
+        if not 0 <= tile <= round_up(extents[k], thread) or tile % thread:
+            raise _invalid(scop, "tile_sizes", tiles, f"0 or a multiple of d{k}'s thread tile {thread} up to {round_up(extents[k], thread)}")
+        block = round_up(extents[k], thread) if tile == 0 or tile >= extents[k] else tile
+        count *= block // thread
+        hardware = depth - 1 - k  # x for the innermost
+        if -(-extents[k] // block) > GRID_LIMITS[hardware]:
+            raise _invalid(scop, "tile_sizes", tiles, f"tiles giving at most {GRID_LIMITS[hardware]} blocks along {'xyz'[hardware]} (d{k}: extent {extents[k]})")
+    if count > limits.max_threads_per_block:
+        raise _invalid(scop, "thread_tile_sizes", threads, f"tiles giving at most {limits.max_threads_per_block} threads per block (block tile / thread tile per dimension); these give {count}")
+    stageable = stageable_operands(scop) if recipe.shared_memory else ()
+    if len(set(recipe.shared_memory)) != len(recipe.shared_memory) or any(a not in stageable for a in recipe.shared_memory):
+        raise _invalid(scop, "shared_memory", recipe.shared_memory, f"distinct arrays among {list(stageable_operands(scop))} (float32 inputs the anchor reads through plain iterators, with a reduction)")
+    return threads
+
+
 def validate_recipe(scop: Scop, recipe: ScheduleRecipe, limits: TargetLimits | None = None) -> ScheduleRecipe:
     """Check ``recipe`` against ``scop`` and the target; return it normalised: tuples for
     the list fields, empty fields filled with their defaults (natural orders, zero tiles).
@@ -177,7 +227,8 @@ def validate_recipe(scop: Scop, recipe: ScheduleRecipe, limits: TargetLimits | N
             raise _invalid(scop, name, value, f"{count} entries, one per {each}")
     _check_data_layout(scop, recipe, registers)
     _check_register_tiles(scop, registers, extents, limits)
-    _check_tiles(scop, tiles, registers, extents)
+    if not recipe.gpu:  # a GPU block tile may round the extent up to its thread tile (_check_gpu)
+        _check_tiles(scop, tiles, registers, extents)
     reduction_extents = dict(zip(anchor.iterators, anchor.extents))
     for iterator, size in zip(reductions, reduction_tiles):
         if not 0 <= size <= reduction_extents[iterator]:
@@ -194,7 +245,13 @@ def validate_recipe(scop: Scop, recipe: ScheduleRecipe, limits: TargetLimits | N
         raise _invalid(scop, "unroll", recipe.unroll, f"0 to {MAX_UNROLL} (0: LLVM decides)")
     if recipe.parallel and depth == 0:
         raise _invalid(scop, "parallel", True, "false (the kernel has no shared outer loop to distribute)")
-    return ScheduleRecipe(
+    threads = ()
+    if recipe.gpu:
+        threads = _check_gpu(scop, recipe, depth, extents, limits)
+    elif any(recipe.thread_tile_sizes) or recipe.shared_memory:
+        field = "thread_tile_sizes" if any(recipe.thread_tile_sizes) else "shared_memory"
+        raise _invalid(scop, field, getattr(recipe, field), "empty without gpu (a GPU transformation)")
+    normalised = ScheduleRecipe(
         tile_sizes=tiles,
         tile_order=tile_order,
         reduction_tile_sizes=reduction_tiles,
@@ -206,7 +263,17 @@ def validate_recipe(scop: Scop, recipe: ScheduleRecipe, limits: TargetLimits | N
         pack=recipe.pack,
         pad=recipe.pad,
         algorithm=recipe.algorithm,
+        gpu=recipe.gpu,
+        thread_tile_sizes=threads,
+        shared_memory=recipe.shared_memory,
     )
+    if recipe.shared_memory:
+        from polytf.schedules.gpu_mapping import shared_memory_bytes
+
+        needed = shared_memory_bytes(scop, normalised)
+        if needed > limits.shared_memory_per_block:
+            raise _invalid(scop, "shared_memory", recipe.shared_memory, f"arrays whose tiles fit {limits.shared_memory_per_block} bytes of shared memory per block; these need {needed}")
+    return normalised
 
 
 assert {f.name for f in fields(ScheduleRecipe)} == set(FIELD_TYPES), "recipe.FIELD_TYPES must name every recipe field"

@@ -1,0 +1,517 @@
+"""GPU schedules: a Scop's shared band mapped to the blocks and threads of a CUDA grid.
+
+The mapping follows PPCG (Verdoolaege et al., "Polyhedral parallel code generation for
+CUDA", TACO 2013; ``gpu.c``, ``gpu_tree.c``): the outer permutable band is tiled, the tile
+loops are mapped to blocks and the point loops to threads, and operands that are read
+many times are staged in shared memory by copy statements grafted into the tree
+(``isl_schedule_node_graft_before``) between barriers. As in Tensor Comprehensions'
+mapping options, the recipe says the block tile and the points each thread computes.
+
+Loop nest of a MatMul group (``C = 0; C += A*B``) with block tiles 64x64, thread tiles
+4x4, a reduction tile of 16 and ``A``, ``B`` staged (``c*`` are isl's AST iterators)::
+
+    before (identity)                  after (one block: 16x16 threads, each 4x4 points of C)
+    for d0: for d1: C = 0              mark gpu_blocks c0:y,c1:x
+    for d0: for d1: for r0:            for b0 = floor(d0/64): for b1 = floor(d1/64):   <- blockIdx
+        C += A*B                         mark gpu_threads c2:y,c3:x
+                                         for t0: for t1:                               <- threadIdx
+                                           for d0, d1 in the thread's 4x4: C = 0
+                                         for k = floor(r0/16):                         (every thread)
+                                           mark barrier                                (after the copies)
+                                             As[d0 mod 64, r0 mod 16] = A[...]          (threads cyclic)
+                                             Bs[r0 mod 16, d1 mod 64] = B[...]
+                                           mark barrier                                (after the compute)
+                                             mark gpu_threads: for t0: for t1:
+                                               for r0 in the tile: for d0, d1 in 4x4:
+                                                 C += As[...] * Bs[...]
+
+The innermost (up to) three shared dimensions are mapped, the innermost to ``x`` so that
+consecutive threads touch consecutive addresses; further, outer shared dimensions are
+loops inside every block. Thread coordinates are absolute (``floor((d mod B)/T)``), so an
+instance runs on the same thread in every statement of the group: only the dependences
+between instances of one thread (kept by the sequential order) and the barriers around
+shared memory order the work. Legality: each mapped member carries no dependence (the
+blocks and threads marks are checked like parallel marks,
+:mod:`polytf.schedules.legality`); the copies read arrays the kernel never writes.
+
+On the CPU the same tree is run with the mapped bands as ordinary loops and barriers as
+nothing (the phases they separate run one after the other), which tests mapping,
+staging and bounds on every machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polytf.errors import ScheduleError
+from polytf.poly.expression import Access, AffineExpr, Load, Modulo
+from polytf.poly.scop import ArrayInfo, Scop, balanced_union
+from polytf.poly.statement import Statement
+from polytf.schedules.data_layout import SCRATCH, _replace_load, plain_iterators
+from polytf.schedules.marks import HARDWARE_DIMENSIONS, BarrierMark, GpuMark
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.structure import anchor_statement, main_statements, shared_band_depth
+
+#: op of the copy statements that stage an operand in shared memory
+SHARED_COPY_OP = "polytf.shared_copy"
+#: at most this many shared dimensions are mapped (CUDA grids and blocks have x, y, z)
+MAPPED_DIMENSIONS = 3
+
+
+@dataclass(frozen=True)
+class HardwareCoordinate:
+    """The block or thread coordinate along ``hardware`` of a statement instance:
+    ``floor(residue / divisor)``, taken modulo ``cycle`` when ``cycle`` is not 0, where
+    ``residue`` is ``iterator mod modulus`` (``iterator`` when ``modulus`` is 0). An empty
+    ``iterator`` means the coordinate is 0 (the statement uses one thread along it)."""
+
+    hardware: str
+    iterator: str = ""
+    modulus: int = 0
+    divisor: int = 1
+    cycle: int = 0
+
+    def evaluate(self, point: dict[str, int]) -> int:
+        if not self.iterator:
+            return 0
+        residue = point[self.iterator] % self.modulus if self.modulus else point[self.iterator]
+        value = residue // self.divisor
+        return value % self.cycle if self.cycle else value
+
+
+@dataclass(frozen=True)
+class StatementMapping:
+    """Where the instances of one statement run: block coordinates (empty for a staging
+    copy, which every block runs into its own shared memory) and thread coordinates."""
+
+    statement: str
+    blocks: tuple[HardwareCoordinate, ...]
+    threads: tuple[HardwareCoordinate, ...]
+
+
+@dataclass(frozen=True)
+class GpuLaunch:
+    """The launch configuration of a GPU-mapped kernel.
+
+    Attributes:
+        grid: blocks along x, y, z.
+        block: threads per block along x, y, z.
+        shared_arrays: arrays of the scheduled Scop that live in shared memory (one copy
+            per block; on the GPU they are not kernel arguments).
+        shared_memory_bytes: dynamic shared memory per block, bytes.
+        mappings: per statement, its block and thread coordinates (the code generator
+            guards an instance whose mapped loop isl did not generate with them).
+    """
+
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    shared_arrays: tuple[str, ...] = ()
+    shared_memory_bytes: int = 0
+    mappings: tuple[StatementMapping, ...] = ()
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def mapping_of(self, statement: str) -> StatementMapping | None:
+        for mapping in self.mappings:
+            if mapping.statement == statement:
+                return mapping
+        return None
+
+
+@dataclass(frozen=True)
+class GpuTiles:
+    """A GPU recipe's tiles, normalised: per mapped shared dimension (outermost first) its
+    index, block tile ``B``, thread tile ``T`` (``B`` a multiple of ``T``) and hardware
+    dimension; the unmapped (outer) shared dimensions."""
+
+    mapped: tuple[int, ...]
+    block_tiles: tuple[int, ...]
+    thread_tiles: tuple[int, ...]
+    hardware: tuple[str, ...]
+    unmapped: tuple[int, ...]
+
+    @property
+    def threads(self) -> tuple[int, ...]:
+        """Threads along each mapped dimension (``B / T``)."""
+        return tuple(b // t for b, t in zip(self.block_tiles, self.thread_tiles))
+
+    def block_shape(self) -> tuple[int, int, int]:
+        """Threads per block along x, y, z."""
+        counts = dict(zip(self.hardware, self.threads))
+        return tuple(counts.get(h, 1) for h in HARDWARE_DIMENSIONS)
+
+
+def round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def gpu_tiles(scop: Scop, recipe: ScheduleRecipe) -> GpuTiles:
+    """The normalised tiles of a validated GPU recipe: a block tile of 0 (or beyond the
+    extent) covers the extent, rounded up to the thread tile."""
+    depth = shared_band_depth(scop)
+    extents = anchor_statement(scop).extents[:depth]
+    mapped = tuple(range(max(0, depth - MAPPED_DIMENSIONS), depth))
+    thread_tiles = tuple(max(1, recipe.thread_tile_sizes[k]) for k in mapped)
+    block_tiles = []
+    for k, thread in zip(mapped, thread_tiles):
+        size = recipe.tile_sizes[k]
+        block_tiles.append(round_up(extents[k], thread) if size == 0 or size >= extents[k] else size)
+    hardware = tuple(reversed(HARDWARE_DIMENSIONS[: len(mapped)]))
+    return GpuTiles(mapped, tuple(block_tiles), thread_tiles, hardware, tuple(range(depth - len(mapped))))
+
+
+def stageable_operands(scop: Scop) -> tuple[str, ...]:
+    """Arrays the anchor statement may read from shared memory: kernel inputs (never written
+    by the kernel) that it reads through one access whose every index is a distinct plain
+    iterator (``A[d0, r0]``), when it has a reduction to reuse them over."""
+    anchor = anchor_statement(scop)
+    if not anchor.reduction_iterators:
+        return ()
+    accesses: dict[str, set[Access]] = {}
+    for access in anchor.value.loads():
+        if access != anchor.write:
+            accesses.setdefault(access.array, set()).add(access)
+    return tuple(
+        array
+        for array, reads in accesses.items()
+        if len(reads) == 1 and scop.array(array).role == "input" and scop.array(array).dtype == "float32" and plain_iterators(next(iter(reads))) is not None
+    )
+
+
+def _member(statements, expression_of) -> str:
+    parts = "; ".join(f"{s.name}[{', '.join(s.iterators)}] -> [({expression_of(s)})]" for s in statements)
+    return f"{{ {parts} }}"
+
+
+def _band(statements, expressions: list) -> isl.MultiUnionPwAff:
+    return isl.MultiUnionPwAff(f"[{', '.join(_member(statements, e) for e in expressions)}]")
+
+
+def _constant(text: str):
+    return lambda _statement, text=text: text
+
+
+def _insert_band(node: isl.ScheduleNode, statements, expressions: list[str], coincident: bool = False) -> isl.ScheduleNode:
+    """Insert a band of ``expressions`` (the same for each statement) at ``node``; returns the band."""
+    node = node.insert_partial_schedule(_band(statements, [_constant(e) for e in expressions]))
+    if coincident:
+        for position in range(len(expressions)):
+            node = node.band_member_set_coincident(position, True)
+    return node
+
+
+def _point_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe, tiles: GpuTiles) -> list[str]:
+    """The statement's loops inside its thread: its points of the mapped dimensions and its
+    own iterators (the anchor's in ``point_order``)."""
+    depth = shared_band_depth(scop)
+    inside = [f"d{k}" for k in tiles.mapped] + list(statement.iterators[depth:])
+    if statement.name == anchor_statement(scop).name:
+        return [it for it in recipe.point_order if it in inside]
+    return inside
+
+
+def _thread_expressions(tiles: GpuTiles) -> list[str]:
+    return [f"floor(d{k}/{t}) - {b // t}*floor(d{k}/{b})" for k, b, t in zip(tiles.mapped, tiles.block_tiles, tiles.thread_tiles)]
+
+
+def _insert_threads(node: isl.ScheduleNode, statements, expressions: list[str], hardware: tuple[str, ...], depth_offset: int = 0) -> isl.ScheduleNode:
+    """A threads mark and a band of ``expressions`` at ``node``; returns the node below the
+    band. ``depth_offset``: schedule dimensions above ``node`` that its tree does not have
+    (a graft's, inserted below them later)."""
+    band = _insert_band(node, statements, expressions, coincident=True)
+    depth = band.get_schedule_depth() + depth_offset
+    mark = GpuMark("threads", tuple(range(depth, depth + len(expressions))), hardware)
+    return band.insert_mark(mark.to_id()).child(0).child(0)
+
+
+def _statement_subtree(node: isl.ScheduleNode, scop: Scop, statement: Statement, recipe: ScheduleRecipe, tiles: GpuTiles) -> isl.ScheduleNode:
+    """Below the shared bands: [reduction tile band, barrier mark (where the staging copies
+    are grafted),] threads mark, thread band, point band. Returns a node of the new tree."""
+    if statement.name == anchor_statement(scop).name:
+        reduction_tiles = [f"floor({it}/{size})" for it, size in zip(statement.reduction_iterators, recipe.reduction_tile_sizes) if size > 0]
+        if reduction_tiles:
+            node = _insert_band(node, [statement], reduction_tiles).child(0)
+        if recipe.shared_memory:
+            node = node.insert_mark(BarrierMark().to_id()).child(0)
+    if tiles.mapped:
+        node = _insert_threads(node, [statement], _thread_expressions(tiles), tiles.hardware)
+    points = _point_band(scop, statement, recipe, tiles)
+    if points:
+        node = _insert_band(node, [statement], points)
+    return node
+
+
+def _tree(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles) -> isl.Schedule:
+    statements = list(main_statements(scop))
+    empty = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
+    schedule = isl.Schedule.from_domain(balanced_union([isl.UnionSet.from_set(s.domain()) for s in statements], empty))
+    node = schedule.get_root().child(0)
+    if tiles.mapped:
+        blocks = [f"floor(d{k}/{b})" for k, b in zip(tiles.mapped, tiles.block_tiles)]
+        node = _insert_band(node, statements, blocks, coincident=True)
+        node = node.insert_mark(GpuMark("blocks", tuple(range(len(blocks))), tiles.hardware).to_id()).child(0).child(0)
+    if tiles.unmapped:
+        node = _insert_band(node, statements, [f"d{k}" for k in tiles.unmapped]).child(0)
+    if len(statements) > 1:
+        filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
+        for s in statements:
+            filters = filters.add(isl.UnionSet.from_set(s.domain()))
+        node = node.insert_sequence(filters)
+        for index, s in enumerate(statements):
+            node = _up_to_sequence(_statement_subtree(node.child(index).child(0), scop, s, recipe, tiles))
+    else:
+        node = _statement_subtree(node, scop, statements[0], recipe, tiles)
+    return node.get_schedule()
+
+
+def _up_to_sequence(node: isl.ScheduleNode) -> isl.ScheduleNode:
+    while node.get_type() != isl.schedule_node_type.sequence:
+        node = node.parent()
+    return node
+
+
+def _find_barrier(schedule: isl.Schedule) -> isl.ScheduleNode | None:
+    pending = [schedule.get_root()]
+    while pending:
+        node = pending.pop()
+        if node.get_type() == isl.schedule_node_type.mark and node.mark_get_id().get_name() == BarrierMark().name():
+            return node
+        pending.extend(node.child(i) for i in range(node.n_children()))
+    return None
+
+
+@dataclass(frozen=True)
+class _Staging:
+    array: str
+    shared: ArrayInfo
+    local: tuple[tuple[str, int], ...]  # per index dimension of the array: ("mod", B) / ("id", 0) / ("zero", 0)
+    copy: Statement
+
+
+def _local_index(kind: tuple[str, int], iterator: str):
+    what, size = kind
+    if what == "mod":
+        return Modulo(AffineExpr.of(iterator), size)
+    if what == "zero":
+        return AffineExpr.of(0)
+    return AffineExpr.of(iterator)
+
+
+def _local_text(kind: tuple[str, int], iterator: str) -> str:
+    what, size = kind
+    return f"({iterator} mod {size})" if what == "mod" else ("0" if what == "zero" else iterator)
+
+
+def _stage(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles, arrays: list[ArrayInfo], copies: list[Statement], array: str, anchor: Statement) -> tuple[_Staging, Access]:
+    """The shared copy of ``array``: its shape over one block and reduction tile, the copy
+    statement (over the array's index space) and the anchor's read redirected to it."""
+    (access,) = {a for a in anchor.value.loads() if a.array == array}
+    iterators = plain_iterators(access)
+    extents = dict(zip(anchor.iterators, anchor.extents))
+    mapped = dict(zip((f"d{k}" for k in tiles.mapped), tiles.block_tiles))
+    reduction_tiles = dict(zip(anchor.reduction_iterators, recipe.reduction_tile_sizes))
+    kinds, shape = [], []
+    for it in iterators:
+        extent = extents[it]
+        size = mapped.get(it, reduction_tiles.get(it, 0))
+        if it.startswith("d") and it not in mapped:  # an unmapped shared dimension: fixed inside each block
+            kinds.append(("zero", 0))
+            shape.append(1)
+        elif 0 < size < extent:
+            kinds.append(("mod", size))
+            shape.append(size)
+        else:
+            kinds.append(("id", 0))
+            shape.append(int(scop.array(array).shape[len(kinds) - 1]))
+    if len(shape) > 1 and shape[-1] % 32 == 0:
+        shape[-1] += 1  # a padded row: threads of a warp reading down a column hit different banks
+    source = scop.array(array)
+    shared = ArrayInfo(f"{array}_shared", tuple(shape), source.dtype, SCRATCH, f"{source.tensor} (shared memory)")
+    arrays.append(shared)
+    names = tuple(f"a{j}" for j in range(len(iterators)))
+    copy = Statement(
+        f"Stage{len(copies)}",
+        names,
+        tuple(source.shape),
+        Access(shared.name, tuple(_local_index(k, n) for k, n in zip(kinds, names))),
+        Load(Access(array, tuple(AffineExpr.of(n) for n in names))),
+        node=anchor.node,
+        op=SHARED_COPY_OP,
+    )
+    copies.append(copy)
+    redirected = Access(shared.name, tuple(_local_index(k, it) for k, it in zip(kinds, iterators)))
+    return _Staging(array, shared, tuple(kinds), copy), redirected
+
+
+def _copy_threads(staging: _Staging, tiles: GpuTiles) -> tuple[list[str], list[str], tuple[str, ...], tuple[HardwareCoordinate, ...]]:
+    """Thread band, sequential band, hardware dimensions and thread coordinates of a copy:
+    its varying local dimensions, innermost first, cyclically over x, y, z."""
+    block = dict(zip(HARDWARE_DIMENSIONS, tiles.block_shape()))
+    free = [h for h in HARDWARE_DIMENSIONS if block[h] > 1]
+    names = staging.copy.iterators
+    assigned: dict[int, str] = {}
+    for j in reversed(range(len(names))):
+        if staging.local[j][0] != "zero" and free:
+            assigned[j] = free.pop(0)
+    threads, sequential, hardware, coordinates = [], [], [], []
+    for j, name in enumerate(names):
+        kind = staging.local[j]
+        if kind[0] == "zero":
+            continue
+        local = _local_text(kind, name)
+        if j in assigned:
+            count = block[assigned[j]]
+            threads.append(f"({local}) mod {count}")
+            sequential.append(f"floor(({local})/{count})")
+            hardware.append(assigned[j])
+            coordinates.append(HardwareCoordinate(assigned[j], name, kind[1] if kind[0] == "mod" else 0, 1, count))
+        else:
+            sequential.append(local)
+    used = set(hardware)
+    coordinates += [HardwareCoordinate(h) for h in HARDWARE_DIMENSIONS if block[h] > 1 and h not in used]
+    return threads, sequential, tuple(hardware), tuple(coordinates)
+
+
+def _graft_copies(schedule: isl.Schedule, scop: Scop, anchor: Statement, stagings: list[_Staging], redirected_anchor: Statement, tiles: GpuTiles) -> tuple[isl.Schedule, list[StatementMapping]]:
+    """Graft the copy statements before the barrier-marked compute of the anchor: an
+    extension ``{ [outer schedule] -> Stage[a] : a read by the anchor there }`` (the
+    footprint, as PPCG's ``add_copies_group``), a barrier after the copies."""
+    target = _find_barrier(schedule)
+    prefix = target.get_prefix_schedule_union_map().intersect_domain(isl.UnionSet.from_set(anchor.domain()))
+    extensions = []
+    for staging in stagings:
+        (access,) = {a for a in anchor.value.loads() if a.array == staging.array}
+        read = isl.UnionMap.from_map(anchor.access_map(access))
+        footprint = read.apply_domain(prefix)
+        extensions.append(isl.UnionMap.from_map(isl.Map.from_union_map(footprint).set_tuple_name(isl.dim_type.out, staging.copy.name)))
+    extension = extensions[0]
+    for more in extensions[1:]:
+        extension = extension.union(more)
+    graft = isl.ScheduleNode.from_extension(extension)
+    node = graft.child(0)
+    mappings = []
+    if len(stagings) > 1:
+        filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(stagings))
+        for staging in stagings:
+            filters = filters.add(isl.UnionSet(f"{{ {staging.copy.name}[{', '.join(staging.copy.iterators)}] }}"))
+        node = node.insert_sequence(filters)
+    for index, staging in enumerate(stagings):
+        place = node.child(index).child(0) if len(stagings) > 1 else node
+        threads, sequential, hardware, coordinates = _copy_threads(staging, tiles)
+        mappings.append(StatementMapping(staging.copy.name, (), coordinates))
+        if threads:
+            place = _insert_threads(place, [staging.copy], threads, hardware, target.get_schedule_depth())
+        if sequential:
+            place = _insert_band(place, [staging.copy], sequential)
+        node = _up_to_sequence(place) if len(stagings) > 1 else place
+    while node.get_type() != isl.schedule_node_type.extension:
+        node = node.parent()
+    node = node.child(0).insert_mark(BarrierMark().to_id())
+    while node.get_type() != isl.schedule_node_type.extension:
+        node = node.parent()
+    return target.graft_before(node).get_schedule(), mappings
+
+
+@dataclass(frozen=True)
+class GpuSchedule:
+    """A GPU-mapped kernel: the Scop with its staging copies and shared arrays, its schedule
+    tree and its launch configuration."""
+
+    scop: Scop
+    schedule: isl.Schedule
+    launch: GpuLaunch
+
+
+def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> GpuSchedule:
+    """Build the GPU schedule tree of a validated GPU recipe (module docstring).
+
+    Raises:
+        ScheduleError: a mapped member carries a dependence, or the sequential order of a
+            thread reverses one (when ``check``), naming the dependence.
+    """
+    tiles = gpu_tiles(scop, recipe)
+    try:
+        schedule = _tree(scop, recipe, tiles)
+    except isl.Error as error:
+        raise ScheduleError(f"kernel {scop.name}: isl could not build the GPU schedule for recipe {recipe.to_json()}: {error}") from None
+    if check:
+        from polytf.schedules.legality import check_legality
+
+        check_legality(scop, schedule)
+    mappings = []
+    for statement in main_statements(scop):
+        blocks = tuple(HardwareCoordinate(h, f"d{k}", 0, b) for k, b, h in zip(tiles.mapped, tiles.block_tiles, tiles.hardware))
+        threads = tuple(HardwareCoordinate(h, f"d{k}", b, t) for k, b, t, h in zip(tiles.mapped, tiles.block_tiles, tiles.thread_tiles, tiles.hardware))
+        mappings.append(StatementMapping(statement.name, blocks, threads))
+    arrays, copies = list(scop.arrays), []
+    shared = ()
+    final = scop
+    if recipe.shared_memory:
+        anchor = anchor_statement(scop)
+        stagings, value = [], anchor.value
+        for array in recipe.shared_memory:
+            staging, redirected = _stage(scop, recipe, tiles, arrays, copies, array, anchor)
+            (access,) = {a for a in anchor.value.loads() if a.array == array}
+            value = _replace_load(value, access, redirected)
+            stagings.append(staging)
+        rewritten = Statement(anchor.name, anchor.iterators, anchor.extents, anchor.write, value, anchor.constraints, anchor.node, anchor.op)
+        try:
+            schedule, copy_mappings = _graft_copies(schedule, scop, anchor, stagings, rewritten, tiles)
+        except isl.Error as error:
+            raise ScheduleError(f"kernel {scop.name}: isl could not graft the shared-memory copies of recipe {recipe.to_json()}: {error}") from None
+        mappings += copy_mappings
+        shared = tuple(s.shared.name for s in stagings)
+        statements = tuple(rewritten if s.name == anchor.name else s for s in scop.statements) + tuple(copies)
+        final = Scop(scop.name, statements, tuple(arrays), scop.ops)
+    shared_bytes = sum(_aligned_bytes(final.array(name)) for name in shared)
+    grid = _grid(scop, tiles)
+    launch = GpuLaunch(grid, tiles.block_shape(), shared, shared_bytes, tuple(mappings))
+    return GpuSchedule(final, schedule, launch)
+
+
+def shared_memory_bytes(scop: Scop, recipe: ScheduleRecipe) -> int:
+    """Shared memory per block a validated GPU recipe stages, bytes (without building the tree)."""
+    tiles = gpu_tiles(scop, recipe)
+    arrays: list[ArrayInfo] = []
+    anchor = anchor_statement(scop)
+    for array in recipe.shared_memory:
+        _stage(scop, recipe, tiles, arrays, [], array, anchor)
+    return sum(_aligned_bytes(a) for a in arrays)
+
+
+#: alignment of each shared array in the block's shared memory, bytes (128-bit accesses)
+SHARED_ALIGNMENT = 16
+
+
+def _aligned_bytes(array: ArrayInfo) -> int:
+    """Bytes of a float32 shared array, rounded up to :data:`SHARED_ALIGNMENT`."""
+    count = 1
+    for extent in array.shape:
+        count *= int(extent)
+    return -(-count * 4 // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+
+
+def _grid(scop: Scop, tiles: GpuTiles) -> tuple[int, int, int]:
+    extents = anchor_statement(scop).extents
+    counts = {h: -(-int(extents[k]) // b) for k, b, h in zip(tiles.mapped, tiles.block_tiles, tiles.hardware)}
+    return tuple(counts.get(h, 1) for h in HARDWARE_DIMENSIONS)
+
+
+__all__ = [
+    "SHARED_COPY_OP",
+    "MAPPED_DIMENSIONS",
+    "HardwareCoordinate",
+    "StatementMapping",
+    "GpuLaunch",
+    "GpuTiles",
+    "GpuSchedule",
+    "gpu_tiles",
+    "stageable_operands",
+    "map_to_gpu",
+    "shared_memory_bytes",
+    "SHARED_ALIGNMENT",
+]

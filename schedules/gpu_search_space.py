@@ -1,0 +1,207 @@
+"""The search space of GPU recipes (:mod:`polytf.schedules.gpu_mapping`) of one Scop.
+
+Dimensions, as Tensor Comprehensions' mapping options and the cuDNN-style algorithm
+search of the issue name them: per mapped shared dimension a block tile and a thread
+tile; a tile of the anchor's first reduction; shared-memory staging on or off per
+operand; the order of each thread's loops; an unroll count. Every recipe
+:meth:`GpuSearchSpace.recipe` returns passes validation for the limits it was built with
+(threads per block, shared memory per block, grid extents) and is legal: a dimension that
+carries a dependence gets one thread and one block along it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from polytf.poly.scop import Scop
+from polytf.schedules.gpu_mapping import MAPPED_DIMENSIONS, round_up, shared_memory_bytes, stageable_operands
+from polytf.schedules.legality import carries_no_dependence
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.search_space import _order_text, _point_orders
+from polytf.schedules.structure import anchor_statement, shared_band_depth
+from polytf.schedules.validation import GRID_LIMITS, TargetLimits
+
+#: block tile choices (points of a dimension per block); 0 covers the extent
+BLOCK_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+THREAD_TILES = (1, 2, 4, 8)
+REDUCTION_TILES = (0, 8, 16, 32, 64)
+UNROLL_COUNTS = (0, 1, 2, 4, 8)
+#: threads per block of the default recipe
+DEFAULT_THREADS = 256
+
+
+def _power_of_two_at_least(value: int) -> int:
+    result = 1
+    while result < value:
+        result *= 2
+    return result
+
+
+@dataclass(frozen=True)
+class GpuSearchSpace:
+    """The GPU recipe choices of one Scop (same interface as
+    :class:`~polytf.schedules.search_space.SearchSpace`: ``dimensions``, :meth:`recipe`,
+    :meth:`params`, :meth:`default_recipe`, :meth:`heuristic_recipes`)."""
+
+    dimensions: tuple[tuple[str, tuple], ...]
+    depth: int
+    mapped: tuple[int, ...]
+    extents: tuple[int, ...]
+    coincident: tuple[bool, ...]
+    reduction_iterators: tuple[str, ...]
+    stageable: tuple[str, ...]
+    limits: TargetLimits
+    scop: Scop
+
+    @staticmethod
+    def for_scop(scop: Scop, limits: TargetLimits | None = None) -> GpuSearchSpace:
+        """The space of ``scop`` for a GPU with ``limits`` (threads and shared memory per block)."""
+        limits = limits or TargetLimits()
+        depth = shared_band_depth(scop)
+        anchor = anchor_statement(scop)
+        extents = tuple(int(e) for e in anchor.extents[:depth])
+        coincident = tuple(carries_no_dependence(scop, k) for k in range(depth))
+        mapped = tuple(range(max(0, depth - MAPPED_DIMENSIONS), depth))
+        dims: list[tuple[str, tuple]] = []
+        for k in mapped:
+            if coincident[k]:
+                dims.append((f"block_tile_d{k}", tuple(t for t in BLOCK_TILES if t < extents[k]) + (0,)))
+                dims.append((f"thread_tile_d{k}", tuple(t for t in THREAD_TILES if t <= extents[k])))
+            else:  # carries a dependence: one block and one thread along it
+                dims.append((f"block_tile_d{k}", (0,)))
+                dims.append((f"thread_tile_d{k}", (extents[k],)))
+        for position, iterator in enumerate(anchor.reduction_iterators):
+            extent = anchor.extents[anchor.iterators.index(iterator)]
+            dims.append((f"reduction_tile_{iterator}", tuple(t for t in REDUCTION_TILES if t < extent) if position == 0 else (0,)))
+        stageable = stageable_operands(scop) if all(a.dtype == "float32" for a in scop.arrays) else ()
+        for array in stageable:
+            dims.append((f"shared_{array}", (False, True)))
+        dims.append(("point_order", _point_orders(anchor.iterators)))
+        dims.append(("unroll", UNROLL_COUNTS))
+        return GpuSearchSpace(tuple(dims), depth, mapped, extents, coincident, anchor.reduction_iterators, stageable, limits, scop)
+
+    def choices(self, name: str) -> tuple:
+        return dict(self.dimensions)[name]
+
+    def size(self) -> int:
+        total = 1
+        for _, values in self.dimensions:
+            total *= len(values)
+        return total
+
+    def recipe(self, params: dict) -> ScheduleRecipe:
+        """The recipe for one assignment of every dimension, made to fit the limits: thread
+        tiles grow until a block has at most ``max_threads_per_block`` threads and the grid
+        fits CUDA's extents; staging is dropped when it does not fit in shared memory."""
+        tiles = [0] * self.depth
+        threads = [0] * self.depth
+        for k in self.mapped:
+            thread = int(params[f"thread_tile_d{k}"])
+            block = int(params[f"block_tile_d{k}"])
+            block = round_up(self.extents[k], thread) if block == 0 or block >= self.extents[k] else round_up(max(block, thread), thread)
+            tiles[k], threads[k] = block, thread
+        self._fit(tiles, threads)
+        for k in self.mapped:
+            if tiles[k] >= self.extents[k]:
+                tiles[k] = 0
+        recipe = ScheduleRecipe(
+            tile_sizes=tuple(tiles),
+            reduction_tile_sizes=tuple(int(params[f"reduction_tile_{r}"]) for r in self.reduction_iterators),
+            point_order=tuple(str(params["point_order"]).split(",")),
+            unroll=int(params["unroll"]),
+            gpu=True,
+            thread_tile_sizes=tuple(threads),
+            shared_memory=tuple(a for a in self.stageable if params.get(f"shared_{a}")),
+        )
+        if recipe.shared_memory and shared_memory_bytes(self.scop, recipe) > self.limits.shared_memory_per_block:
+            recipe = replace(recipe, shared_memory=())
+        return recipe
+
+    def _fit(self, tiles: list[int], threads: list[int]) -> None:
+        """Grow thread tiles (then block tiles) in place until the block and grid fit."""
+
+        def count() -> int:
+            total = 1
+            for k in self.mapped:
+                total *= tiles[k] // threads[k]
+            return total
+
+        while count() > self.limits.max_threads_per_block:
+            k = max(self.mapped, key=lambda m: tiles[m] // threads[m])
+            threads[k] *= 2
+            tiles[k] = round_up(tiles[k], threads[k])
+        hardware = dict(zip(reversed(self.mapped), range(3)))
+        for k in self.mapped:
+            while -(-self.extents[k] // tiles[k]) > GRID_LIMITS[hardware[k]]:
+                tiles[k] *= 2
+
+    def params(self, recipe: ScheduleRecipe) -> dict:
+        """Inverse of :meth:`recipe` (for recipes inside the space)."""
+        result = {}
+        for k in self.mapped:
+            tile = recipe.tile_sizes[k] if recipe.tile_sizes else 0
+            result[f"block_tile_d{k}"] = tile
+            result[f"thread_tile_d{k}"] = max(1, recipe.thread_tile_sizes[k]) if recipe.thread_tile_sizes else 1
+        for j, r in enumerate(self.reduction_iterators):
+            result[f"reduction_tile_{r}"] = recipe.reduction_tile_sizes[j] if recipe.reduction_tile_sizes else 0
+        for array in self.stageable:
+            result[f"shared_{array}"] = array in recipe.shared_memory
+        result["point_order"] = ",".join(recipe.point_order) if recipe.point_order else self.choices("point_order")[0]
+        result["unroll"] = recipe.unroll
+        return result
+
+    def contains(self, recipe: ScheduleRecipe) -> bool:
+        params = self.params(recipe)
+        return all(params[name] in values for name, values in self.dimensions)
+
+    def default_recipe(self) -> ScheduleRecipe:
+        """The untuned recipe: about :data:`DEFAULT_THREADS` threads per block. A contraction
+        (an anchor with a reduction) gets 4x4 points per thread over the two innermost
+        dimensions, 16x16 threads, a reduction tile of 16 and its operands staged in shared
+        memory (the classic tiled SGEMM); other kernels one point per thread, the innermost
+        dimension across the threads of a warp."""
+        contraction = bool(self.reduction_iterators) and len(self.mapped) >= 2
+        params: dict = {}
+        budget = DEFAULT_THREADS
+        for position, k in enumerate(reversed(self.mapped)):
+            if not self.coincident[k]:
+                params[f"block_tile_d{k}"], params[f"thread_tile_d{k}"] = 0, self.extents[k]
+                continue
+            thread = 4 if contraction and position < 2 and self.extents[k] >= 16 else 1
+            wanted = 16 if contraction else budget
+            count = max(1, min(wanted, budget, _power_of_two_at_least(-(-self.extents[k] // thread))))
+            params[f"block_tile_d{k}"], params[f"thread_tile_d{k}"] = count * thread, thread
+            budget //= count
+        for position, r in enumerate(self.reduction_iterators):
+            params[f"reduction_tile_{r}"] = 16 if position == 0 and 16 in self.choices(f"reduction_tile_{r}") else 0
+        for array in self.stageable:
+            params[f"shared_{array}"] = contraction
+        outputs = [f"d{k}" for k in range(self.depth)]
+        natural = str(self.choices("point_order")[0]).split(",")
+        order = [*outputs[: self.depth - len(self.mapped)], *self.reduction_iterators, *[it for it in natural if it.startswith("d") and it not in outputs[: self.depth - len(self.mapped)]]]
+        params["point_order"] = _order_text(order) if sorted(order) == sorted(natural) else self.choices("point_order")[0]
+        params["unroll"] = 0
+        return self.recipe(params)
+
+    def heuristic_recipes(self) -> list[ScheduleRecipe]:
+        """Starting points for the tuner: the default, then larger and smaller thread tiles
+        and reduction tiles around it."""
+        base = self.params(self.default_recipe())
+        result = [self.default_recipe()]
+        for thread in (2, 8):
+            params = dict(base)
+            for k in self.mapped[-2:]:
+                if self.coincident[k] and thread in self.choices(f"thread_tile_d{k}"):
+                    params[f"thread_tile_d{k}"] = thread
+                    params[f"block_tile_d{k}"] = 16 * thread if 16 * thread < self.extents[k] else 0
+            result.append(self.recipe(params))
+        for r in self.reduction_iterators[:1]:
+            for size in (8, 32):
+                if size in self.choices(f"reduction_tile_{r}"):
+                    params = dict(base)
+                    params[f"reduction_tile_{r}"] = size
+                    result.append(self.recipe(params))
+        return list(dict.fromkeys(result))
+
+
+__all__ = ["GpuSearchSpace", "BLOCK_TILES", "THREAD_TILES", "REDUCTION_TILES", "GRID_LIMITS"]

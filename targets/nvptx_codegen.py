@@ -1,0 +1,220 @@
+"""Translates the isl AST of a GPU-mapped kernel into an LLVM IR module for ``nvptx64-nvidia-cuda``.
+
+The module has one kernel (``ptx_kernel`` calling convention, so LLVM emits a PTX
+``.entry``)::
+
+    void <kernel>(T addrspace(1)* noalias a0, ..., T addrspace(1)* noalias an)
+
+one argument per global array of the scheduled Scop (its arrays but the shared ones,
+in order). Shared arrays (:attr:`GpuLaunch.shared_arrays`) are slices of the block's
+dynamic shared memory, ``@polytf_shared = external addrspace(3) global [0 x float]``.
+The loop nest is the one the CPU runs (:mod:`polytf.targets.llvm_codegen`, whose
+statement and expression code this module reuses), with three differences, after PPCG's
+CUDA printer (``cuda.c``):
+
+- A ``for`` node of a dimension a blocks or threads mark maps
+  (:class:`~polytf.schedules.marks.GpuMark`) is not a loop: its iterator is
+  ``blockIdx.h`` / ``threadIdx.h`` (``llvm.nvvm.read.ptx.sreg.ctaid.*`` / ``tid.*``),
+  guarded by the loop's lower bound and condition.
+- Where isl generated no loop for a mapped dimension (one value in that part of the
+  AST), each statement instance is guarded by its own coordinate
+  (:class:`~polytf.schedules.gpu_mapping.HardwareCoordinate`), so that it runs on one
+  thread, not on all of them.
+- A barrier mark emits ``llvm.nvvm.barrier0`` after its subtree; it is never inside a
+  threads mark (every thread of the block reaches it).
+
+Float arithmetic carries the ``contract`` flag at least (``fma.rn.f32``), all fast-math
+flags with ``fast_math``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import islpy as isl
+import llvmlite.ir as ir
+
+from polytf.errors import CodegenError
+from polytf.poly.scop import Scop
+from polytf.schedules.gpu_mapping import SHARED_ALIGNMENT, GpuLaunch, HardwareCoordinate
+from polytf.schedules.marks import BarrierMark, GpuMark, mark_of
+from polytf.targets.llvm_codegen import F32, I32, I64, MEMORY_TYPES, KernelModuleBuilder
+
+#: address spaces of NVPTX (LLVM NVPTX usage guide, "Address Spaces")
+GLOBAL, SHARED = 1, 3
+SHARED_SYMBOL = "polytf_shared"
+
+
+def global_arrays(scop: Scop, launch: GpuLaunch) -> tuple:
+    """The kernel's arguments: the arrays of ``scop`` that are not in shared memory, in order."""
+    return tuple(a for a in scop.arrays if a.name not in launch.shared_arrays)
+
+
+class NvptxModuleBuilder(KernelModuleBuilder):
+    """Builds the NVPTX module of one GPU-mapped kernel.
+
+    Args:
+        scop: the scheduled Scop (staging copies and shared arrays included).
+        ast: the isl AST of its GPU schedule tree.
+        launch: the grid, block and shared arrays of the schedule.
+        unroll: unroll count of innermost loops (0: LLVM decides).
+        fast_math: all fast-math flags on float arithmetic (else ``contract`` only).
+    """
+
+    def __init__(self, scop: Scop, ast: isl.AstNode, launch: GpuLaunch, *, unroll: int = 0, fast_math: bool = True) -> None:
+        super().__init__(scop, ast, vector_width=0, unroll=unroll, parallel=False, fast_math=fast_math)
+        self.launch = launch
+        self.flags = ("fast",) if fast_math else ("contract",)
+        self.arguments = global_arrays(scop, launch)
+        #: AST iterator -> ("block" | "thread", hardware dimension) inside the marks being emitted
+        self._mapped_iterators: dict[str, tuple[str, str]] = {}
+        #: the hardware dimensions bound by an enclosing mapped loop, per kind
+        self._bound: dict[str, set[str]] = {"block": set(), "thread": set()}
+        #: the kinds of marks the builder is inside
+        self._inside: list[str] = []
+        self._hardware: dict[tuple[str, str], ir.Value] = {}
+
+    def build(self) -> ir.Module:
+        """Emit the module.
+
+        Raises:
+            CodegenError: an AST construct it cannot translate, or a barrier inside a threads mark.
+        """
+        function = self._kernel_function()
+        self.entry_block = function.append_basic_block("entry")
+        entry = ir.IRBuilder(self.entry_block)
+        self._read_hardware(entry, function)
+        self._bind_shared(entry, function)
+        self.builder = ir.IRBuilder(function.append_basic_block("start"))
+        self._emit_node(self.ast, {})
+        self.builder.ret_void()
+        entry.branch(function.blocks[1])
+        return self.module
+
+    def _kernel_function(self) -> ir.Function:
+        """The ``ptx_kernel`` function, one ``addrspace(1)`` pointer per global array."""
+        types = [ir.PointerType(MEMORY_TYPES[a.dtype], addrspace=GLOBAL) for a in self.arguments]
+        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types), name=self.scop.name)
+        function.calling_convention = "ptx_kernel"
+        for argument, array in zip(function.args, self.arguments):
+            argument.name = array.name
+            argument.add_attribute("noalias")
+            self.pointers[array.name] = argument
+        return function
+
+    def _read_hardware(self, entry: ir.IRBuilder, function: ir.Function) -> None:
+        """``blockIdx`` and ``threadIdx`` as i64 values, read once in the entry block."""
+        for kind, register in (("block", "ctaid"), ("thread", "tid")):
+            for dimension in "xyz":
+                reader = self._declare(f"llvm.nvvm.read.ptx.sreg.{register}.{dimension}", I32, [])
+                self._hardware[kind, dimension] = entry.zext(entry.call(reader, []), I64, name=f"{register}.{dimension}")
+
+    def _bind_shared(self, entry: ir.IRBuilder, function: ir.Function) -> None:
+        """Each shared array: a slice of the dynamic shared memory, aligned to SHARED_ALIGNMENT bytes."""
+        if not self.launch.shared_arrays:
+            return
+        storage = ir.GlobalVariable(self.module, ir.ArrayType(F32, 0), SHARED_SYMBOL, addrspace=SHARED)
+        storage.linkage = "external"
+        storage.align = SHARED_ALIGNMENT
+        offset = 0  # in float32 elements
+        for name in self.launch.shared_arrays:
+            array = self.scop.array(name)
+            if array.dtype != "float32":
+                raise CodegenError(f"kernel {self.scop.name}: shared array {name} has dtype {array.dtype}; shared memory holds float32")
+            self.pointers[name] = entry.gep(storage, [ir.Constant(I32, 0), ir.Constant(I64, offset)], inbounds=True, name=name)
+            count = 1
+            for extent in array.shape:
+                count *= int(extent)
+            offset += -(-count // (SHARED_ALIGNMENT // 4)) * (SHARED_ALIGNMENT // 4)
+
+    def _emit_barrier(self) -> None:
+        self.builder.call(self._declare("llvm.nvvm.barrier0", ir.VoidType(), []), [])
+
+    # -- AST nodes -------------------------------------------------------------------------
+    def _emit_node(self, node: isl.AstNode, env: dict[str, ir.Value]) -> None:
+        if node.get_type() != isl.ast_node_type.mark:
+            super()._emit_node(node, env)
+            return
+        mark = mark_of(node)
+        if isinstance(mark, BarrierMark):
+            if "thread" in self._inside:
+                raise CodegenError(f"kernel {self.scop.name}: a barrier inside a threads mark (not every thread would reach it)")
+            self._emit_node(node.mark_get_node(), env)
+            self._emit_barrier()
+            return
+        if not isinstance(mark, GpuMark):
+            super()._emit_node(node, env)
+            return
+        kind = "block" if mark.kind == "blocks" else "thread"
+        saved = dict(self._mapped_iterators)
+        for iterator, hardware in zip(mark.iterators, mark.hardware):
+            self._mapped_iterators[iterator] = (kind, hardware)
+        self._inside.append(kind)
+        self._emit_node(node.mark_get_node(), env)
+        self._inside.pop()
+        self._mapped_iterators = saved
+
+    def _emit_for(self, node: isl.AstNode, env: dict[str, ir.Value], distribute: bool) -> None:
+        iterator = node.for_get_iterator().get_id().get_name()
+        mapped = self._mapped_iterators.get(iterator)
+        if mapped is None:
+            super()._emit_for(node, env, distribute)
+            return
+        kind, hardware = mapped
+        step = node.for_get_inc()
+        if step.get_type() != isl.ast_expr_type.int or step.int_get_val().to_python() != 1:
+            raise CodegenError(f"kernel {self.scop.name}: mapped loop {iterator} has step {step.to_C_str()}, not 1")
+        b = self.builder
+        value = self._hardware[kind, hardware]
+        inner = dict(env)
+        inner[iterator] = value
+        start = self._expression(node.for_get_init(), env)
+        inside = b.and_(b.icmp_signed("<=", start, value), self._expression(node.for_get_cond(), inner))
+        self.loop_ranges.pop(iterator, None)
+        bound = self._bound[kind]
+        added = hardware not in bound
+        bound.add(hardware)
+        with b.if_then(inside):
+            self._emit_node(node.for_get_body(), inner)
+        if added:
+            bound.discard(hardware)
+
+    def _emit_statement(self, call: isl.AstExpr, env: Mapping[str, ir.Value]) -> None:
+        name = call.op_get_arg(0).id_get_id().get_name()
+        mapping = self.launch.mapping_of(name)
+        statement = self.statements.get(name)
+        guards: list[HardwareCoordinate] = []
+        if mapping is not None and statement is not None:
+            if "block" in self._inside:
+                guards += [c for c in mapping.blocks if c.hardware not in self._bound["block"]]
+            if "thread" in self._inside:
+                guards += [c for c in mapping.threads if c.hardware not in self._bound["thread"]]
+        if not guards:
+            super()._emit_statement(call, env)
+            return
+        b = self.builder
+        point = {it: self._expression(call.op_get_arg(i + 1), env) for i, it in enumerate(statement.iterators)}
+        condition = None
+        for coordinate in guards:
+            kind = "block" if coordinate in mapping.blocks else "thread"
+            equal = b.icmp_signed("==", self._hardware[kind, coordinate.hardware], self._coordinate(coordinate, point))
+            condition = equal if condition is None else b.and_(condition, equal)
+        with b.if_then(condition):
+            super()._emit_statement(call, env)
+
+    def _coordinate(self, coordinate: HardwareCoordinate, point: Mapping[str, ir.Value]) -> ir.Value:
+        """The i64 block or thread coordinate of the instance at ``point`` (floor division and
+        non-negative remainder by the coordinate's constants)."""
+        if not coordinate.iterator:
+            return ir.Constant(I64, 0)
+        value = point[coordinate.iterator]
+        if coordinate.modulus:
+            value = self.floor_div_or_mod(value, coordinate.modulus, True)
+        if coordinate.divisor != 1:
+            value = self.floor_div_or_mod(value, coordinate.divisor, False)
+        if coordinate.cycle:
+            value = self.floor_div_or_mod(value, coordinate.cycle, True)
+        return value
+
+
+__all__ = ["GLOBAL", "SHARED", "SHARED_SYMBOL", "NvptxModuleBuilder", "global_arrays"]
