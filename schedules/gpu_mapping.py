@@ -56,6 +56,8 @@ from polytf.schedules.structure import anchor_statement, main_statements, shared
 
 #: op of the copy statements that stage an operand in shared memory
 SHARED_COPY_OP = "polytf.shared_copy"
+#: op of the statements that load an accumulator into registers and store it back
+PRIVATE_COPY_OP = "polytf.private_copy"
 #: at most this many shared dimensions are mapped (CUDA grids and blocks have x, y, z)
 MAPPED_DIMENSIONS = 3
 
@@ -101,6 +103,10 @@ class GpuLaunch:
         shared_arrays: arrays of the scheduled Scop that live in shared memory (one copy
             per block; on the GPU they are not kernel arguments).
         shared_memory_bytes: dynamic shared memory per block, bytes.
+        private_arrays: ``(array, tile)`` of each array that lives in a thread's registers
+            (an accumulator promoted around the reduction tiles): the Scop gives it the
+            shape of the array it stands for, indexed by the same iterators; on the GPU each
+            thread keeps only its ``tile`` of it (index ``d_k mod tile_k``).
         mappings: per statement, its block and thread coordinates (the code generator
             guards an instance whose mapped loop isl did not generate with them).
     """
@@ -110,6 +116,7 @@ class GpuLaunch:
     shared_arrays: tuple[str, ...] = ()
     shared_memory_bytes: int = 0
     mappings: tuple[StatementMapping, ...] = ()
+    private_arrays: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def threads_per_block(self) -> int:
@@ -416,6 +423,40 @@ def _graft_copies(schedule: isl.Schedule, scop: Scop, anchor: Statement, staging
     return target.graft_before(node).get_schedule(), mappings
 
 
+def _promote_accumulator(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles) -> tuple[Scop, tuple[tuple[str, tuple[int, ...]], ...]]:
+    """Keep the anchor's accumulator in registers across its reduction tiles (PPCG's
+    promotion to private memory): ``P = C`` before the anchor, the anchor accumulates into
+    ``P``, ``C = P`` after it, each a statement over the shared dimensions with the same
+    thread mapping. Only for an anchor that updates ``C[d...]`` (a permutation of the shared
+    dimensions) over tiled reductions, whose tile loops (with their barriers) would
+    otherwise read and write ``C`` in global memory once per tile::
+
+        for k-tile: barrier; for r in tile: C[d] += ...        (C in global memory)
+        P[d] = C[d]; for k-tile: ...: P[d] += ...; C[d] = P[d] (P in registers)
+    """
+    anchor = anchor_statement(scop)
+    depth = shared_band_depth(scop)
+    names = plain_iterators(anchor.write)
+    if not (any(recipe.reduction_tile_sizes) and anchor.is_reduction and names is not None):
+        return scop, ()
+    if sorted(names) != [f"d{k}" for k in range(depth)] or scop.array(anchor.write.array).dtype != "float32":
+        return scop, ()
+    source = scop.array(anchor.write.array)
+    private = ArrayInfo(f"{source.name}_private", source.shape, source.dtype, SCRATCH, f"{source.tensor} (registers)")
+    access = Access(private.name, anchor.write.index)
+    shared = tuple(f"d{k}" for k in range(depth))
+    extents = anchor.extents[:depth]
+    load = Statement("PrivateLoad", shared, extents, access, Load(anchor.write), node=anchor.node, op=PRIVATE_COPY_OP)
+    store = Statement("PrivateStore", shared, extents, anchor.write, Load(access), node=anchor.node, op=PRIVATE_COPY_OP)
+    rewritten = Statement(anchor.name, anchor.iterators, anchor.extents, access, _replace_load(anchor.value, anchor.write, access), anchor.constraints, anchor.node, anchor.op)
+    statements = []
+    for statement in scop.statements:
+        statements += [load, rewritten, store] if statement.name == anchor.name else [statement]
+    thread_tiles = dict(zip((f"d{k}" for k in tiles.mapped), tiles.thread_tiles))
+    tile = tuple(thread_tiles.get(name, 1) for name in names)
+    return Scop(scop.name, tuple(statements), (*scop.arrays, private), scop.ops), ((private.name, tile),)
+
+
 @dataclass(frozen=True)
 class GpuSchedule:
     """A GPU-mapped kernel: the Scop with its staging copies and shared arrays, its schedule
@@ -434,6 +475,7 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
             thread reverses one (when ``check``), naming the dependence.
     """
     tiles = gpu_tiles(scop, recipe)
+    scop, private = _promote_accumulator(scop, recipe, tiles)
     try:
         schedule = _tree(scop, recipe, tiles)
     except isl.Error as error:
@@ -469,7 +511,7 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
         final = Scop(scop.name, statements, tuple(arrays), scop.ops)
     shared_bytes = sum(_aligned_bytes(final.array(name)) for name in shared)
     grid = _grid(scop, tiles)
-    launch = GpuLaunch(grid, tiles.block_shape(), shared, shared_bytes, tuple(mappings))
+    launch = GpuLaunch(grid, tiles.block_shape(), shared, shared_bytes, tuple(mappings), private)
     return GpuSchedule(final, schedule, launch)
 
 
@@ -503,6 +545,7 @@ def _grid(scop: Scop, tiles: GpuTiles) -> tuple[int, int, int]:
 
 __all__ = [
     "SHARED_COPY_OP",
+    "PRIVATE_COPY_OP",
     "MAPPED_DIMENSIONS",
     "HardwareCoordinate",
     "StatementMapping",

@@ -46,8 +46,9 @@ SHARED_SYMBOL = "polytf_shared"
 
 
 def global_arrays(scop: Scop, launch: GpuLaunch) -> tuple:
-    """The kernel's arguments: the arrays of ``scop`` that are not in shared memory, in order."""
-    return tuple(a for a in scop.arrays if a.name not in launch.shared_arrays)
+    """The kernel's arguments: the arrays of ``scop`` in neither shared memory nor registers, in order."""
+    private = {name for name, _ in launch.private_arrays}
+    return tuple(a for a in scop.arrays if a.name not in launch.shared_arrays and a.name not in private)
 
 
 class NvptxModuleBuilder(KernelModuleBuilder):
@@ -73,6 +74,7 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         #: the kinds of marks the builder is inside
         self._inside: list[str] = []
         self._hardware: dict[tuple[str, str], ir.Value] = {}
+        self._private_tiles: dict[str, tuple[int, ...]] = {}
 
     def build(self) -> ir.Module:
         """Emit the module.
@@ -85,6 +87,7 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         entry = ir.IRBuilder(self.entry_block)
         self._read_hardware(entry, function)
         self._bind_shared(entry, function)
+        self._bind_private(entry)
         self.builder = ir.IRBuilder(function.append_basic_block("start"))
         self._emit_node(self.ast, {})
         self.builder.ret_void()
@@ -126,6 +129,30 @@ class NvptxModuleBuilder(KernelModuleBuilder):
             for extent in array.shape:
                 count *= int(extent)
             offset += -(-count // (SHARED_ALIGNMENT // 4)) * (SHARED_ALIGNMENT // 4)
+
+    def _bind_private(self, entry: ir.IRBuilder) -> None:
+        """Each private array: a thread's tile of it, on the stack (promoted to registers by
+        SROA once the point loops are unrolled and its indices are constants)."""
+        self._private_tiles = dict(self.launch.private_arrays)
+        for name, tile in self.launch.private_arrays:
+            count = 1
+            for extent in tile:
+                count *= extent
+            storage = entry.alloca(ir.ArrayType(MEMORY_TYPES[self.scop.array(name).dtype], count), name=name)
+            self.pointers[name] = entry.gep(storage, [ir.Constant(I32, 0), ir.Constant(I64, 0)], inbounds=True)
+
+    def _address(self, array: str, index: tuple, point: Mapping[str, ir.Value], dynamic: ir.Value | None = None) -> ir.Value:
+        tile = self._private_tiles.get(array)
+        if tile is None:
+            return super()._address(array, index, point, dynamic)
+        # a thread's points of d_k are T_k consecutive values from a multiple of T_k: d_k mod T_k
+        b = self.builder
+        offset = ir.Constant(I64, 0)
+        for expression, extent in zip(index, tile):
+            (iterator,) = expression.iterators
+            local = b.urem(point[iterator], ir.Constant(I64, extent)) if extent > 1 else ir.Constant(I64, 0)
+            offset = b.add(b.mul(offset, ir.Constant(I64, extent)), local)
+        return b.gep(self.pointers[array], [offset], inbounds=True)
 
     def _emit_barrier(self) -> None:
         self.builder.call(self._declare("llvm.nvvm.barrier0", ir.VoidType(), []), [])

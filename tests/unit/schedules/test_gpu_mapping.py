@@ -120,11 +120,12 @@ def test_tree_has_blocks_threads_and_barriers_around_the_staging_copies(matmul):
     blocks = [m for m in marks if isinstance(m, GpuMark) and m.kind == "blocks"]
     threads = [m for m in marks if isinstance(m, GpuMark) and m.kind == "threads"]
     assert blocks == [GpuMark("blocks", (0, 1), ("y", "x"))]
-    assert len(threads) == 5  # init, two copies, update, epilogue
+    assert len(threads) == 7  # init, accumulator load, two copies, update, accumulator store, epilogue
     assert sum(isinstance(m, BarrierMark) for m in marks) == 2  # after the copies, after the compute
     launch = scheduled.launch
     assert launch.grid == (3, 3, 1) and launch.block == (8, 8, 1)
     assert launch.shared_arrays == ("A0_shared", "A1_shared")
+    assert launch.private_arrays == (("A3_private", (2, 4)),)  # each thread's 2x4 accumulators
     # A tile 16 x 8, B tile 8 x 32 padded to 33 against bank conflicts, each rounded to 16 bytes
     assert scheduled.scop.array("A1_shared").shape == (8, 33)
     assert launch.shared_memory_bytes == 16 * 8 * 4 + -(-8 * 33 * 4 // 16) * 16

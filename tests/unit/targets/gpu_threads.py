@@ -4,7 +4,7 @@
 (:class:`polytf.targets.nvptx_codegen.NvptxModuleBuilder`: mapped loops bound to
 block/thread ids, guards on instances whose mapped loop isl dropped, barriers, shared
 arrays at aligned offsets) retargeted to the host: the ids come from an argument, shared
-memory is a per-block buffer, and a barrier calls back into Python, where a
+memory is a per-block buffer (private arrays stay on each thread's stack), and a barrier calls back into Python, where a
 ``threading.Barrier`` holds the block's threads. :func:`run_on_threads` runs a scheduled
 kernel block by block, with shared memory filled with NaN first (a read before the copy
 shows in the result). Tests use it to check the GPU code's semantics without a GPU.
@@ -64,8 +64,8 @@ def run_on_threads(scheduled: ScheduledScop, arrays: dict[str, np.ndarray], targ
     address, engine = target.compile_function(str(module), scheduled.scop.name)
     kernel = KERNEL(address)
     for block in itertools.product(*(range(n) for n in launch.grid)):
-        shared = {name: np.full(scheduled.scop.array(name).shape, np.nan, np.float32) for name in launch.shared_arrays}
-        buffers = [shared[a.name] if a.name in shared else arrays[a.name] for a in scheduled.scop.arrays]
+        # shared memory and other scratch (a private array's table entry is unused: it lives on the stack)
+        buffers = [arrays[a.name] if a.name in arrays else np.full(a.shape, np.nan, np.float32) for a in scheduled.scop.arrays]
         table = (ctypes.c_void_p * len(buffers))(*(b.ctypes.data for b in buffers))
         threads = list(itertools.product(*(range(n) for n in launch.block)))
         barrier = threading.Barrier(len(threads))

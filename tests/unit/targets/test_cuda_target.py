@@ -66,6 +66,16 @@ def test_ptx_of_a_staged_matmul_uses_shared_memory_barriers_and_fma(targets, mat
     assert ".version 7.0" in targets["sm_80"].compile(matmul.scop, STAGED).ptx
 
 
+def test_accumulators_stay_in_registers_across_the_reduction_tiles(targets):
+    # tiles that divide the extents: the point loops unroll, and the promoted accumulator
+    # tile becomes registers; C is never read back from global memory (its zeros are
+    # forwarded) and no stack frame is left
+    kernel = kernels_of(graph_matmul_bias_relu(m=64, k=48, n=128))[0]
+    ptx = targets["sm_90"].compile(kernel.scop, STAGED).ptx
+    assert not re.search(r"ld\.global\.[bf]32", ptx) and ".local" not in ptx
+    assert len(re.findall("fma.rn.f32", ptx)) >= 8  # the 2x4 register tile, unrolled
+
+
 def test_launch_of_the_compiled_kernel(targets, matmul):
     kernel = targets["sm_80"].compile(matmul.scop, STAGED)
     assert kernel.launch.grid == (3, 3, 1) and kernel.launch.block == (8, 8, 1)
