@@ -82,9 +82,12 @@ class CandidateEvaluator:
         measurement: verification tolerances and timing repetitions.
         seed: seed of the random inputs.
         time_limit_s: wall-clock limit of one candidate (compile, verify, time).
-        codegen: LLVM settings of the worker's CpuTarget.
+        codegen: LLVM settings of the worker's target.
         start_timeout_s: how long a new worker may take to start (not part of a
             candidate's limit).
+        target_name: the target the worker compiles and measures for: ``"cpu"`` (wall
+            clock around each call) or ``"cuda"`` (the current GPU; CUDA events around each
+            launch).
 
     Use as a context manager (the worker is stopped on exit).
     """
@@ -99,8 +102,10 @@ class CandidateEvaluator:
         time_limit_s: float = TuningConfig.candidate_time_limit_s,
         codegen: CodegenConfig | None = None,
         start_timeout_s: float = TuningConfig.worker_start_timeout_s,
+        target_name: str = "cpu",
     ) -> None:
         self.kernel = kernel
+        self.target_name = target_name
         self.threads = int(threads)
         self.measurement = measurement or MeasurementConfig()
         self.time_limit_s = float(time_limit_s)
@@ -140,11 +145,15 @@ class CandidateEvaluator:
         self.workers_started += 1
         try:
             constants = constant_arrays(self.kernel)  # their packing runs ahead of time, as in a model
-            self._connection.send(("kernel", self.kernel.scop, self.inputs, self.expected, self.threads, self.measurement, self.codegen, constants))
+            self._connection.send(
+                ("kernel", self.kernel.scop, self.inputs, self.expected, self.threads, self.measurement, self.codegen, constants, self.target_name)
+            )
         except OSError:  # it died at once (BrokenPipeError, ConnectionResetError)
             reply = describe_exit(self._wait(), self._stderr_tail())
         else:
             reply = self._receive(self.start_timeout_s)
+        if isinstance(reply, tuple) and reply[0] == "failure":  # the worker cannot use the target here
+            reply = reply[1]
         if isinstance(reply, str):
             self._stop()
             raise TuningError(f"kernel {self.kernel.scop.name}: the tuning worker process did not start: {reply}")
@@ -205,6 +214,9 @@ class CandidateEvaluator:
             reply = self._receive(self.time_limit_s)
         self._busy = False
         if isinstance(reply, str):  # the worker died or was killed: the next candidate gets a new one
+            self._stop()
+        elif reply[0] == "failure" and len(reply) > 2 and reply[2]:  # it exits (a broken CUDA context): likewise
+            self._wait()
             self._stop()
         return reply
 

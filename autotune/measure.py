@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,7 +77,42 @@ def reference_data(kernel: LoweredKernel, seed: int = 0) -> tuple[dict[str, np.n
     return inputs, kernel.reference(inputs)
 
 
-def _unwritten_fill(dtype: str):
+def compare_outputs(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], config: MeasurementConfig) -> tuple[str | None, float]:
+    """Compare a candidate's outputs with the reference's.
+
+    Integer and bool outputs must be equal. Float outputs must have their non-finite values
+    where the reference has them (random inputs can leave an op's domain: rsqrt of a
+    negative mean) and be within ``rtol`` and ``atol = atol_scale * max|finite reference| +
+    1e-6`` elsewhere.
+
+    Args:
+        actual: output array name -> the candidate's values (host arrays).
+        expected: output array name -> the reference's values.
+        config: the tolerances.
+
+    Returns:
+        ``(error message or None, max absolute error)``.
+    """
+    worst = 0.0
+    for name, reference in expected.items():
+        values = actual[name]
+        if values.dtype.kind != "f":  # integers and bools: exactly
+            if not np.array_equal(values, reference):
+                mismatches = int(np.count_nonzero(values != reference))
+                return f"wrong result in output {name}: {mismatches} of {values.size} {values.dtype} elements differ", float("inf")
+            continue
+        scale = float(np.max(np.abs(reference), where=np.isfinite(reference), initial=0.0))
+        atol = config.atol_scale * scale + 1e-6
+        if not np.all(np.isfinite(values) == np.isfinite(reference)):
+            return f"non-finite values in output {name} (elements not written, or overflow)", float("inf")
+        difference = np.abs(values - reference)
+        worst = max(worst, float(np.max(difference, initial=0.0, where=np.isfinite(difference))))
+        if not np.allclose(values, reference, rtol=config.rtol, atol=atol, equal_nan=True):
+            return f"wrong result in output {name}: max abs error {worst:.3g} (tolerance rtol {config.rtol}, atol {atol:.3g})", worst
+    return None, worst
+
+
+def unwritten_fill(dtype: str):
     """What an output starts as before a verified run: NaN (floats), the minimum (integers),
     True (bools), so that an element the kernel forgets to write shows up."""
     kind = np.dtype(dtype).kind
@@ -136,27 +172,9 @@ class KernelBench:
         """
         for info in self.scop.arrays:
             if info.role != "input":
-                self.arrays[self.index[info.name]][...] = _unwritten_fill(info.dtype)
+                self.arrays[self.index[info.name]][...] = unwritten_fill(info.dtype)
         (table or self.table(compiled)).run(threads)
-        worst = 0.0
-        for name, expected in self.expected.items():
-            actual = self.arrays[self.index[name]]
-            if actual.dtype.kind != "f":  # integers and bools: exactly
-                if not np.array_equal(actual, expected):
-                    mismatches = int(np.count_nonzero(actual != expected))
-                    return f"wrong result in output {name}: {mismatches} of {actual.size} {actual.dtype} elements differ", float("inf")
-                continue
-            # random inputs can leave an op's domain (rsqrt of a negative mean): NaNs must
-            # match in place, and the tolerance scales with the finite values only
-            scale = float(np.max(np.abs(expected), where=np.isfinite(expected), initial=0.0))
-            atol = config.atol_scale * scale + 1e-6
-            if not np.all(np.isfinite(actual) == np.isfinite(expected)):
-                return f"non-finite values in output {name} (elements not written, or overflow)", float("inf")
-            difference = np.abs(actual - expected)
-            worst = max(worst, float(np.max(difference, initial=0.0, where=np.isfinite(difference))))
-            if not np.allclose(actual, expected, rtol=config.rtol, atol=atol, equal_nan=True):
-                return f"wrong result in output {name}: max abs error {worst:.3g} (tolerance rtol {config.rtol}, atol {atol:.3g})", worst
-        return None, worst
+        return compare_outputs({name: self.arrays[self.index[name]] for name in self.expected}, self.expected, config)
 
     def time(
         self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, cutoff_s: float = math.inf, table: ArgumentTable | None = None

@@ -53,8 +53,9 @@ from polytf.ops.lowering import LoweredKernel
 from polytf.poly.flops import domain_points
 from polytf.runtime.cache import KernelCache, TuningRecord
 from polytf.runtime.model_builder import build_model, cache_key, prepare_model, schedule_record
+from polytf.runtime.target_selection import is_gpu_target, select_target, target_threads
 from polytf.schedules.structure import anchor_statement
-from polytf.targets.cpu import CpuTarget
+from polytf.targets.target import Target
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class TuneReport:
         time_budget_s: the time budget the kernels were tuned within (None: a number of
             trials per kernel).
         host_nodes: nodes that run on the host (not tuned), each with the reason.
+        target: the target tuned for (``"cpu"`` or ``"cuda"``).
     """
 
     model: str
@@ -108,6 +110,7 @@ class TuneReport:
     interrupted: bool = False
     time_budget_s: float | None = None
     host_nodes: tuple = ()
+    target: str = "cpu"
 
     @property
     def new_trials(self) -> int:
@@ -166,15 +169,20 @@ def tune_model(
     time_budget_s: float | None = None,
     fallback: bool = True,
     signature: str | None = None,
+    target: str = "cpu",
 ) -> TuneReport:
     """Tune every kernel of the model at ``path``; see :func:`polytf.tune`.
 
     ``trials`` (default :class:`TuningConfig`'s) is ignored under ``time_budget_s``
-    (seconds of wall time, counted from this call; see the module).
+    (seconds of wall time, counted from this call; see the module). ``target``: ``"cpu"``
+    or ``"cuda"`` (recipes from the GPU's search space, candidates compiled and timed on the
+    GPU in the worker, records under the GPU's fingerprint; ``threads`` is then ignored:
+    :data:`~polytf.runtime.target_selection.GPU_THREADS`).
 
     Raises:
         TuningError: the budget is not a positive number of seconds; a kernel's default
             recipe fails.
+        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before anything is read).
     """
     started = time.perf_counter()
     budget_clock = time.monotonic()
@@ -182,13 +190,15 @@ def tune_model(
         raise TuningError(f"the time budget must be a positive number of seconds, not {time_budget_s!r}")
     config = config or TuningConfig()
     trials = config.trials if trials is None else int(trials)
-    threads = threads or default_thread_count()
     progress = progress or TuningProgress()
     codegen = CodegenConfig()
-    target = CpuTarget(codegen)
+    target_name, target = target, select_target(target, codegen)
+    threads = target_threads(target, threads or default_thread_count())
     cache = KernelCache(cache_dir)
     prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
-    report = TuneReport(str(path), threads=threads, cache_dir=str(cache.directory), time_budget_s=time_budget_s, host_nodes=prepared.host_nodes)
+    report = TuneReport(
+        str(path), threads=threads, cache_dir=str(cache.directory), time_budget_s=time_budget_s, host_nodes=prepared.host_nodes, target=target_name
+    )
     run = _ModelRun(
         path, cache, target, codegen, threads, seed, config, retune, progress, input_shapes or {}, tuple(outputs or ()), tuning_faults(),
         # tuners sharing this cache take turns to measure: timings of concurrent runs never overlap
@@ -245,14 +255,24 @@ def tune_model(
     if measure_model and not report.interrupted:
         progress.message("timing the whole model (default recipes vs tuned)")
         by_name = {k.scop.name: recipes[keys[k.scop.name].digest()] for k in prepared.kernels if keys[k.scop.name].digest() in recipes}
-        default_model = build_model(prepared, {}, target, threads)
-        tuned_model = build_model(prepared, by_name, target, threads)
+        default_model = _built_model(prepared, {}, target, threads)
+        tuned_model = _built_model(prepared, by_name, target, threads)
         inputs = _random_inputs(tuned_model, seed)
         with run.measurement_lock:
             report.model_default_latency_s = float(np.median(default_model.latency_s(inputs)))
             report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
     report.elapsed_s = time.perf_counter() - started
     return report
+
+
+def _built_model(prepared, recipes: Mapping[str, object], target: Target, threads: int):
+    """The model with ``recipes`` (others: default recipes) for ``target``: a CompiledModel,
+    or a CudaModel on the GPU (whose ``latency_s`` is timed with CUDA events)."""
+    if is_gpu_target(target):
+        from polytf.runtime.cuda_model import build_cuda_model
+
+        return build_cuda_model(prepared, recipes, target)
+    return build_model(prepared, recipes, target, threads)
 
 
 def _ops(kernel: LoweredKernel) -> tuple[str, ...]:
@@ -265,7 +285,7 @@ class _ModelRun:
 
     path: str | os.PathLike
     cache: KernelCache
-    target: CpuTarget
+    target: Target
     codegen: CodegenConfig
     threads: int
     seed: int

@@ -101,9 +101,11 @@ def tune_kernel(
 ) -> KernelTuningResult:
     """Search ``trials`` recipes for ``kernel`` and return the best verified one.
 
-    Candidates run in a worker process (:class:`~polytf.autotune.isolation.CandidateEvaluator`):
-    a crash, an LLVM abort or a hang (over ``candidate_time_limit_s``) fails that trial
-    with its cause, and the study goes on.
+    Candidates run in a worker process (:class:`~polytf.autotune.isolation.CandidateEvaluator`)
+    for ``target`` (its search space gives the recipes; the worker builds a target of the
+    same name: the CPU, or the GPU through CuPy, where candidates are timed with CUDA
+    events): a crash, an LLVM abort or a hang (over ``candidate_time_limit_s``) fails that
+    trial with its cause, and the study goes on.
 
     Several processes may tune the same study at once (``polytf tune`` on one cache):
     claiming a trial happens under ``lock``, counting every trial that is running or
@@ -214,7 +216,13 @@ class KernelTuning(AbstractContextManager):
         self._isolated: CandidateEvaluator | None = None
         if evaluator is None:
             self._isolated = CandidateEvaluator(
-                kernel, threads, measurement=measurement or MeasurementConfig(), seed=seed, time_limit_s=candidate_time_limit_s, codegen=codegen
+                kernel,
+                threads,
+                measurement=measurement or MeasurementConfig(),
+                seed=seed,
+                time_limit_s=candidate_time_limit_s,
+                codegen=codegen,
+                target_name=target.name,  # the worker builds its own target: the CPU, or the GPU through CuPy
             )
             isolated, study_run = self._isolated, self._study_run
 

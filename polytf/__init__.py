@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from polytf.autotune.model_tuner import TuneReport
     from polytf.runtime.compiled_model import CompiledModel
+    from polytf.runtime.cuda_model import CudaModel
 
 
 def load(
@@ -31,7 +32,8 @@ def load(
     threads: int | None = None,
     fallback: bool = True,
     signature: str | None = None,
-) -> CompiledModel:
+    target: str = "cpu",
+) -> CompiledModel | CudaModel:
     """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
 
     Args:
@@ -46,9 +48,16 @@ def load(
             (``model.host_nodes`` lists them and why); False refuses such a model with
             :class:`~polytf.errors.UnsupportedOpError` instead.
         signature: the SavedModel signature to compile (default ``serving_default``).
+        target: ``"cpu"`` (native code for this machine's CPU) or ``"cuda"`` (PTX for the
+            current NVIDIA GPU, run through CuPy; needs ``pip install 'polytf[cuda]'`` and a
+            GPU). Tuning records are per target: ``polytf tune --target cuda`` fills the
+            GPU's.
 
     Returns:
-        A :class:`~polytf.runtime.compiled_model.CompiledModel`, called as
+        With ``target="cuda"``: a :class:`~polytf.runtime.cuda_model.CudaModel` that keeps
+        every tensor on the GPU (weights uploaded once): numpy arrays in give numpy arrays
+        out; CuPy arrays in give CuPy arrays out, with no copy to the host. Otherwise a
+        :class:`~polytf.runtime.compiled_model.CompiledModel`, called as
         ``model(**{placeholder_name: array}) -> {output_name: array}``, safe to call from
         several threads at once. Kernels without a usable tuning record use the default
         recipe: a corrupt, foreign (another key) or illegal record is skipped with one
@@ -57,10 +66,14 @@ def load(
     Raises:
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled (the
         message names the file, node or op).
+        DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU.
+        PolytfError: an unknown ``target``.
     """
     from polytf.runtime.model_builder import load_model
 
-    return load_model(path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature)
+    return load_model(
+        path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature, target=target
+    )
 
 
 def tune(
@@ -76,6 +89,7 @@ def tune(
     time_budget_s: float | None = None,
     fallback: bool = True,
     signature: str | None = None,
+    target: str = "cpu",
 ) -> TuneReport:
     """Tune every kernel of a model by measurement and store the winners in the cache.
 
@@ -101,6 +115,9 @@ def tune(
         progress: a :class:`~polytf.autotune.model_tuner.TuningProgress` receiving events.
         time_budget_s: wall-clock budget of the tuning, seconds (e.g.
             ``polytf.durations.parse_duration("10m")``); None: ``trials`` per kernel.
+        target: ``"cpu"`` or ``"cuda"``: tune GPU recipes (thread blocks, thread tiles,
+            shared memory), each candidate compiled to PTX, verified and timed with CUDA
+            events on the current GPU in a worker process; ``threads`` is then ignored.
 
     Returns:
         A :class:`~polytf.autotune.model_tuner.TuneReport` (per-kernel default and tuned
@@ -109,6 +126,7 @@ def tune(
     Raises:
         TuningError: a kernel's default recipe fails, or ``time_budget_s`` is not positive.
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled.
+        DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU.
     """
     from polytf.autotune.model_tuner import tune_model
 
@@ -125,6 +143,7 @@ def tune(
         time_budget_s=time_budget_s,
         fallback=fallback,
         signature=signature,
+        target=target,
     )
 
 

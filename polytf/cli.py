@@ -22,6 +22,8 @@ from polytf.config import VERIFY_TIME_LIMIT_S, TuningConfig
 from polytf.errors import PolytfError
 
 console = Console(stderr=True)
+#: ``--target`` values (polytf.runtime.target_selection.TARGET_NAMES, without importing the runtime)
+TARGET_CHOICES = ("cpu", "cuda")
 # Wide tables when writing to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -139,7 +141,8 @@ class RichTuningProgress:
 
 def print_tune_report(report) -> None:
     budget = report.time_budget_s is not None
-    table = Table(title=f"polytf tune {report.model} ({report.threads} thread{'s' if report.threads > 1 else ''})")
+    where = "target cuda" if report.target == "cuda" else f"{report.threads} thread{'s' if report.threads > 1 else ''}"
+    table = Table(title=f"polytf tune {report.model} ({where})")
     columns = ("kernel", "ops", "default", "tuned", "speedup", "trials", *(("budget spent",) if budget else ()), "status")
     for column in columns:
         table.add_column(column, justify="right" if column in ("default", "tuned", "speedup", "trials", "budget spent") else "left")
@@ -231,6 +234,7 @@ def command_tune(args) -> int:
             config=config,
             fallback=args.fallback,
             signature=args.signature,
+            target=args.target,
         )
     print_tune_report(report)
     if report.interrupted:
@@ -263,8 +267,9 @@ def command_run(args) -> int:
         threads=args.threads,
         fallback=args.fallback,
         signature=args.signature,
+        target=args.target,
     )
-    results = model(**feeds)
+    results = model(**feeds)  # numpy arrays in, numpy arrays out (on the GPU too)
     np.savez(args.output, **results)
     for name, value in results.items():
         stdout.print(f"{name}: {value.dtype}{list(value.shape)}")
@@ -525,6 +530,12 @@ def _rewritten_ops() -> dict[str, str]:
 
 
 def command_bench(args) -> int:
+    if args.target == "cuda":
+        from polytf.bench.cuda_runner import cuda_options_from_arguments, run_cuda_bench
+
+        if args.threads:
+            console.print("[yellow]--threads is ignored with --target cuda[/]")
+        return run_cuda_bench(cuda_options_from_arguments(args), console=console, stdout=stdout)
     from polytf.bench.runner import options_from_arguments, run_bench
 
     return run_bench(options_from_arguments(args), console=console, stdout=stdout)
@@ -562,6 +573,13 @@ def build_parser() -> argparse.ArgumentParser:
         "warm-start from each other. Records are written as it goes and reused by the next run; with --retune every kernel "
         "starts afresh within the budget",
     )
+    tune.add_argument(
+        "--target",
+        choices=TARGET_CHOICES,
+        default="cpu",
+        help="cpu (default): native code for this CPU. cuda: GPU kernels (PTX) for the current NVIDIA GPU, each candidate verified "
+        "and timed with CUDA events on it; needs CuPy (install cupy-cuda12x) and a GPU. Records are per target",
+    )
     tune.add_argument("--retune", action="store_true", help="ignore cached records and tune again")
     tune.add_argument("--output", action="append", metavar="NAME", help="output node (repeatable; default: the graph's sink nodes)")
     tune.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the random test inputs")
@@ -578,6 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy", required=True, help="an input array (repeatable); its shape fixes the placeholder's")
     run.add_argument("--output", required=True, metavar="OUT.npz", help="where to write the outputs (keyed by output node name)")
     run.add_argument("--fetch", action="append", metavar="NAME", help="output node to compute (repeatable; default: the graph's sink nodes)")
+    run.add_argument(
+        "--target",
+        choices=TARGET_CHOICES,
+        default="cpu",
+        help="cpu (default) or cuda: run on the current NVIDIA GPU (CuPy; install cupy-cuda12x), with the records of polytf tune --target cuda",
+    )
     run.set_defaults(handler=command_run)
 
     bench = commands.add_parser(
@@ -591,15 +615,31 @@ def build_parser() -> argparse.ArgumentParser:
         "GFLOP/s as a percentage of the measured float32 peak, and a per-kernel profile of each model.",
     )
     bench.add_argument("entries", nargs="*", metavar="ENTRY", help="zoo model spec (e.g. matmul:1024x1024x1024, cifar_cnn:32) or GraphDef file")
-    bench.add_argument("--suite", help="run a named suite (issue3, issue4, models, smoke); default issue3 when no ENTRY is given")
+    bench.add_argument(
+        "--suite", help="run a named suite (issue3, issue4, models, smoke, cuda); default issue3 when no ENTRY is given (cuda with --target cuda)"
+    )
+    bench.add_argument(
+        "--target",
+        choices=TARGET_CHOICES,
+        default="cpu",
+        help="cpu (default): polytf against numpy, TensorFlow and XLA on this CPU. cuda: polytf's GPU kernels on the current NVIDIA GPU "
+        "(CuPy; install cupy-cuda12x): ms, TFLOP/s and %% of the GPU's FP32 peak, against cuBLAS (cupy.matmul) for a MatMul and cuDNN "
+        "(PyTorch, when installed) for a convolution, FP32 with TF32 off; outputs checked against TensorFlow on the CPU",
+    )
     bench.add_argument("--threads", metavar="N[,N...]", help="thread counts for every entry, e.g. 1,2 (default: each entry's own, else 2)")
-    bench.add_argument("--trials", type=int, help="trials per kernel (default 20)")
+    bench.add_argument("--trials", type=int, help="trials per kernel (default 20; with --target cuda, 0 measures the default recipes untuned)")
     bench.add_argument("--rounds", type=int, default=5, help="timing rounds per system; the figure is the median of round medians (default 5)")
     bench.add_argument("--repeats", type=int, default=30, help="timed calls per round (default 30)")
     bench.add_argument("--warmup", type=int, default=3, help="untimed calls before each round (default 3)")
-    bench.add_argument("--out", default="results/bench", help="report path without suffix: writes OUT.md, OUT.json, OUT.png (default results/bench)")
+    bench.add_argument(
+        "--out", help="report path without suffix: writes OUT.md, OUT.json, OUT.png (default results/bench, results/bench_cuda with --target cuda)"
+    )
     bench.add_argument("--cache-dir", help="tuning-record cache to use and reuse (default: a fresh temporary cache, so every kernel is tuned)")
-    bench.add_argument("--no-tensorflow", action="store_true", help="do not time TensorFlow and XLA")
+    bench.add_argument(
+        "--no-tensorflow",
+        action="store_true",
+        help="do not time TensorFlow and XLA (with --target cuda: check polytf's outputs against numpy's references, not TensorFlow's)",
+    )
     bench.add_argument("--seed", type=int, default=0, help="seed of the tuner and of the random inputs")
     bench.add_argument(
         "--time-budget", metavar="DURATION", help="wall-clock budget of tuning each model, e.g. 600, 600s, 10m, 1h (default: none)"

@@ -135,6 +135,13 @@ class GraphPassConfig:
 #: kernel's study die of SIGSEGV, trial 5 hang, and trial 7 print an ``LLVM ERROR`` line
 #: and abort (see :mod:`polytf.autotune.worker`).
 TUNING_FAULTS_ENVIRONMENT_VARIABLE = "POLYTF_TUNING_FAULTS"
+#: Environment variable that, set to ``1``, runs target ``cuda`` without a GPU: kernels are
+#: still compiled to PTX (for the offline device of :class:`polytf.targets.cuda.CudaTarget`,
+#: whose fingerprint no real GPU shares), but every launch runs the kernel's GPU schedule
+#: compiled for the CPU (:mod:`polytf.runtime.emulated_device`), in models, tuning workers
+#: and ``polytf bench --target cuda`` alike. For tests and for checking GPU recipes on a
+#: machine without one; its timings are the CPU's.
+CUDA_EMULATION_ENVIRONMENT_VARIABLE = "POLYTF_CUDA_EMULATION"
 #: Seconds ``polytf cache verify`` gives each record's worker process (compile and check).
 VERIFY_TIME_LIMIT_S = 120.0
 

@@ -25,9 +25,10 @@ Loop nest of a MatMul group (``C = 0; C += A*B``) with block tiles 64x64, thread
                                                for r0 in the tile: for d0, d1 in 4x4:
                                                  C += As[...] * Bs[...]
 
-The innermost (up to) three shared dimensions are mapped, the innermost to ``x`` so that
-consecutive threads touch consecutive addresses; further, outer shared dimensions are
-loops inside every block. Thread coordinates are absolute (``floor((d mod B)/T)``), so an
+Every shared dimension is mapped: the innermost to ``x``, so that consecutive threads
+touch consecutive addresses, the next to ``y``, the others to ``z``; when more than one
+is on ``z`` (a batch of images: ``[N, H, W, C]``) they are folded into one block
+coordinate and each thread covers its block's tile of them. Thread coordinates are absolute (``floor((d mod B)/T)``), so an
 instance runs on the same thread in every statement of the group: only the dependences
 between instances of one thread (kept by the sequential order) and the barriers around
 shared memory order the work. Legality: each mapped member carries no dependence (the
@@ -58,7 +59,8 @@ from polytf.schedules.structure import anchor_statement, main_statements, shared
 SHARED_COPY_OP = "polytf.shared_copy"
 #: op of the statements that load an accumulator into registers and store it back
 PRIVATE_COPY_OP = "polytf.private_copy"
-#: at most this many shared dimensions are mapped (CUDA grids and blocks have x, y, z)
+#: CUDA grids and blocks have x, y and z; the shared dimensions beyond the innermost two
+#: share z when there are more than three (they are folded into one block coordinate)
 MAPPED_DIMENSIONS = 3
 
 
@@ -67,15 +69,20 @@ class HardwareCoordinate:
     """The block or thread coordinate along ``hardware`` of a statement instance:
     ``floor(residue / divisor)``, taken modulo ``cycle`` when ``cycle`` is not 0, where
     ``residue`` is ``iterator mod modulus`` (``iterator`` when ``modulus`` is 0). An empty
-    ``iterator`` means the coordinate is 0 (the statement uses one thread along it)."""
+    ``iterator`` means the coordinate is 0 (the statement uses one thread along it), unless
+    ``folded`` gives ``(iterator, divisor, stride)`` terms: the coordinate is then
+    ``sum(floor(iterator / divisor) * stride)`` (outer dimensions sharing the grid's z)."""
 
     hardware: str
     iterator: str = ""
     modulus: int = 0
     divisor: int = 1
     cycle: int = 0
+    folded: tuple[tuple[str, int, int], ...] = ()
 
     def evaluate(self, point: dict[str, int]) -> int:
+        if self.folded:
+            return sum(point[name] // divisor * stride for name, divisor, stride in self.folded)
         if not self.iterator:
             return 0
         residue = point[self.iterator] % self.modulus if self.modulus else point[self.iterator]
@@ -131,44 +138,90 @@ class GpuLaunch:
 
 @dataclass(frozen=True)
 class GpuTiles:
-    """A GPU recipe's tiles, normalised: per mapped shared dimension (outermost first) its
-    index, block tile ``B``, thread tile ``T`` (``B`` a multiple of ``T``) and hardware
-    dimension; the unmapped (outer) shared dimensions."""
+    """A GPU recipe's tiles, normalised, per shared dimension (outermost first): block tile
+    ``B``, thread tile ``T`` (``B`` a multiple of ``T``) and hardware dimension (``x`` the
+    innermost, ``y`` the next, ``z`` the others). When more than one dimension is on ``z``
+    they are *folded*: one block coordinate ``sum(floor(d_k / B_k) * stride_k)``, and each
+    thread computes the whole block tile along them (``T = B``)."""
 
     mapped: tuple[int, ...]
     block_tiles: tuple[int, ...]
     thread_tiles: tuple[int, ...]
     hardware: tuple[str, ...]
-    unmapped: tuple[int, ...]
+    extents: tuple[int, ...] = ()
+
+    @property
+    def folded(self) -> bool:
+        return self.hardware.count("z") > 1
 
     @property
     def threads(self) -> tuple[int, ...]:
-        """Threads along each mapped dimension (``B / T``)."""
+        """Threads along each dimension (``B / T``)."""
         return tuple(b // t for b, t in zip(self.block_tiles, self.thread_tiles))
+
+    @property
+    def threaded(self) -> tuple[int, ...]:
+        """The dimensions with a thread coordinate (all but folded ones)."""
+        return tuple(k for k, h in zip(self.mapped, self.hardware) if not (self.folded and h == "z"))
+
+    def block_counts(self) -> tuple[int, ...]:
+        """Blocks along each dimension."""
+        return tuple(-(-e // b) for e, b in zip(self.extents, self.block_tiles))
+
+    def folded_terms(self) -> tuple[tuple[str, int, int], ...]:
+        """``(iterator, block tile, stride)`` of the dimensions on z (strides row-major over
+        their block counts)."""
+        on_z = [k for k, h in zip(self.mapped, self.hardware) if h == "z"]
+        counts = self.block_counts()
+        terms, stride = [], 1
+        for k in reversed(on_z):
+            terms.append((f"d{k}", self.block_tiles[k], stride))
+            stride *= counts[k]
+        return tuple(reversed(terms))
 
     def block_shape(self) -> tuple[int, int, int]:
         """Threads per block along x, y, z."""
-        counts = dict(zip(self.hardware, self.threads))
+        counts = {self.hardware[k]: self.threads[k] for k in self.threaded}
         return tuple(counts.get(h, 1) for h in HARDWARE_DIMENSIONS)
+
+    def grid(self) -> tuple[int, int, int]:
+        """Blocks along x, y, z."""
+        counts = dict.fromkeys(HARDWARE_DIMENSIONS, 1)
+        for k, count in zip(self.mapped, self.block_counts()):
+            counts[self.hardware[k]] *= count
+        return tuple(counts[h] for h in HARDWARE_DIMENSIONS)
 
 
 def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def hardware_of(depth: int) -> tuple[str, ...]:
+    """The hardware dimension of each of ``depth`` shared dimensions: ``x`` the innermost,
+    ``y`` the next, ``z`` every other."""
+    return tuple("x" if k == depth - 1 else "y" if k == depth - 2 else "z" for k in range(depth))
+
+
 def gpu_tiles(scop: Scop, recipe: ScheduleRecipe) -> GpuTiles:
     """The normalised tiles of a validated GPU recipe: a block tile of 0 (or beyond the
-    extent) covers the extent, rounded up to the thread tile."""
+    extent) covers the extent, rounded up to the thread tile; a folded dimension's thread
+    tile is its block tile."""
     depth = shared_band_depth(scop)
-    extents = anchor_statement(scop).extents[:depth]
-    mapped = tuple(range(max(0, depth - MAPPED_DIMENSIONS), depth))
-    thread_tiles = tuple(max(1, recipe.thread_tile_sizes[k]) for k in mapped)
-    block_tiles = []
-    for k, thread in zip(mapped, thread_tiles):
+    extents = tuple(int(e) for e in anchor_statement(scop).extents[:depth])
+    hardware = hardware_of(depth)
+    folded = hardware.count("z") > 1
+    block_tiles, thread_tiles = [], []
+    for k in range(depth):
+        thread = max(1, recipe.thread_tile_sizes[k])
         size = recipe.tile_sizes[k]
-        block_tiles.append(round_up(extents[k], thread) if size == 0 or size >= extents[k] else size)
-    hardware = tuple(reversed(HARDWARE_DIMENSIONS[: len(mapped)]))
-    return GpuTiles(mapped, tuple(block_tiles), thread_tiles, hardware, tuple(range(depth - len(mapped))))
+        if folded and hardware[k] == "z":
+            block = extents[k] if size == 0 or size >= extents[k] else size
+            thread = block
+        else:
+            block = round_up(extents[k], thread) if size == 0 or size >= extents[k] else size
+        block_tiles.append(block)
+        thread_tiles.append(thread)
+    return GpuTiles(tuple(range(depth)), tuple(block_tiles), tuple(thread_tiles), hardware, extents)
 
 
 def stageable_operands(scop: Scop) -> tuple[str, ...]:
@@ -222,7 +275,20 @@ def _point_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe, tiles:
 
 
 def _thread_expressions(tiles: GpuTiles) -> list[str]:
-    return [f"floor(d{k}/{t}) - {b // t}*floor(d{k}/{b})" for k, b, t in zip(tiles.mapped, tiles.block_tiles, tiles.thread_tiles)]
+    return [f"floor(d{k}/{tiles.thread_tiles[k]}) - {tiles.threads[k]}*floor(d{k}/{tiles.block_tiles[k]})" for k in tiles.threaded]
+
+
+def _block_expressions(tiles: GpuTiles) -> tuple[list[str], tuple[str, ...]]:
+    """The blocks band (one member per hardware dimension, z first) and its hardware."""
+    members, hardware = [], []
+    if tiles.folded:
+        members.append(" + ".join(f"{stride}*floor({name}/{tile})" for name, tile, stride in tiles.folded_terms()))
+        hardware.append("z")
+    for k in tiles.mapped:
+        if not (tiles.folded and tiles.hardware[k] == "z"):
+            members.append(f"floor(d{k}/{tiles.block_tiles[k]})")
+            hardware.append(tiles.hardware[k])
+    return members, tuple(hardware)
 
 
 def _insert_threads(node: isl.ScheduleNode, statements, expressions: list[str], hardware: tuple[str, ...], depth_offset: int = 0) -> isl.ScheduleNode:
@@ -244,8 +310,8 @@ def _statement_subtree(node: isl.ScheduleNode, scop: Scop, statement: Statement,
             node = _insert_band(node, [statement], reduction_tiles).child(0)
         if recipe.shared_memory:
             node = node.insert_mark(BarrierMark().to_id()).child(0)
-    if tiles.mapped:
-        node = _insert_threads(node, [statement], _thread_expressions(tiles), tiles.hardware)
+    if tiles.threaded:
+        node = _insert_threads(node, [statement], _thread_expressions(tiles), tuple(tiles.hardware[k] for k in tiles.threaded))
     points = _point_band(scop, statement, recipe, tiles)
     if points:
         node = _insert_band(node, [statement], points)
@@ -258,11 +324,9 @@ def _tree(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles) -> isl.Schedule:
     schedule = isl.Schedule.from_domain(balanced_union([isl.UnionSet.from_set(s.domain()) for s in statements], empty))
     node = schedule.get_root().child(0)
     if tiles.mapped:
-        blocks = [f"floor(d{k}/{b})" for k, b in zip(tiles.mapped, tiles.block_tiles)]
+        blocks, hardware = _block_expressions(tiles)
         node = _insert_band(node, statements, blocks, coincident=True)
-        node = node.insert_mark(GpuMark("blocks", tuple(range(len(blocks))), tiles.hardware).to_id()).child(0).child(0)
-    if tiles.unmapped:
-        node = _insert_band(node, statements, [f"d{k}" for k in tiles.unmapped]).child(0)
+        node = node.insert_mark(GpuMark("blocks", tuple(range(len(blocks))), hardware).to_id()).child(0).child(0)
     if len(statements) > 1:
         filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
         for s in statements:
@@ -325,7 +389,7 @@ def _stage(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles, arrays: list[Arr
     for it in iterators:
         extent = extents[it]
         size = mapped.get(it, reduction_tiles.get(it, 0))
-        if it.startswith("d") and it not in mapped:  # an unmapped shared dimension: fixed inside each block
+        if it in mapped and size == 1:  # one value per block: fixed inside each block
             kinds.append(("zero", 0))
             shape.append(1)
         elif 0 < size < extent:
@@ -485,9 +549,13 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
 
         check_legality(scop, schedule)
     mappings = []
+    blocks = tuple(
+        HardwareCoordinate("z", folded=tiles.folded_terms()) if tiles.folded and h == "z" else HardwareCoordinate(h, f"d{k}", 0, b)
+        for k, b, h in zip(tiles.mapped, tiles.block_tiles, tiles.hardware)
+        if not (tiles.folded and h == "z" and k != tiles.mapped[0])
+    )
+    threads = tuple(HardwareCoordinate(tiles.hardware[k], f"d{k}", tiles.block_tiles[k], tiles.thread_tiles[k]) for k in tiles.threaded)
     for statement in main_statements(scop):
-        blocks = tuple(HardwareCoordinate(h, f"d{k}", 0, b) for k, b, h in zip(tiles.mapped, tiles.block_tiles, tiles.hardware))
-        threads = tuple(HardwareCoordinate(h, f"d{k}", b, t) for k, b, t, h in zip(tiles.mapped, tiles.block_tiles, tiles.thread_tiles, tiles.hardware))
         mappings.append(StatementMapping(statement.name, blocks, threads))
     arrays, copies = list(scop.arrays), []
     shared = ()
@@ -510,7 +578,7 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
         statements = tuple(rewritten if s.name == anchor.name else s for s in scop.statements) + tuple(copies)
         final = Scop(scop.name, statements, tuple(arrays), scop.ops)
     shared_bytes = sum(_aligned_bytes(final.array(name)) for name in shared)
-    grid = _grid(scop, tiles)
+    grid = tiles.grid()
     launch = GpuLaunch(grid, tiles.block_shape(), shared, shared_bytes, tuple(mappings), private)
     return GpuSchedule(final, schedule, launch)
 
@@ -537,12 +605,6 @@ def _aligned_bytes(array: ArrayInfo) -> int:
     return -(-count * 4 // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
 
 
-def _grid(scop: Scop, tiles: GpuTiles) -> tuple[int, int, int]:
-    extents = anchor_statement(scop).extents
-    counts = {h: -(-int(extents[k]) // b) for k, b, h in zip(tiles.mapped, tiles.block_tiles, tiles.hardware)}
-    return tuple(counts.get(h, 1) for h in HARDWARE_DIMENSIONS)
-
-
 __all__ = [
     "SHARED_COPY_OP",
     "PRIVATE_COPY_OP",
@@ -553,6 +615,7 @@ __all__ = [
     "GpuTiles",
     "GpuSchedule",
     "gpu_tiles",
+    "hardware_of",
     "stageable_operands",
     "map_to_gpu",
     "shared_memory_bytes",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from polytf.poly.scop import Scop
-from polytf.schedules.gpu_mapping import MAPPED_DIMENSIONS, round_up, shared_memory_bytes, stageable_operands
+from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, round_up, shared_memory_bytes, stageable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import _order_text, _point_orders
@@ -24,10 +24,14 @@ from polytf.schedules.validation import GRID_LIMITS, TargetLimits
 #: block tile choices (points of a dimension per block); 0 covers the extent
 BLOCK_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 THREAD_TILES = (1, 2, 4, 8)
-REDUCTION_TILES = (0, 8, 16, 32, 64)
+REDUCTION_TILES = (0, 1, 2, 4, 8, 16, 32, 64)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
 #: threads per block of the default recipe
 DEFAULT_THREADS = 256
+#: fewest threads per block the default recipe gives up to spread work over the SMs
+MIN_THREADS = 64
+#: SMs assumed without a device (an A100 has 108, an H100 SXM 132)
+DEFAULT_MULTIPROCESSORS = 108
 
 
 def _power_of_two_at_least(value: int) -> int:
@@ -52,19 +56,26 @@ class GpuSearchSpace:
     stageable: tuple[str, ...]
     limits: TargetLimits
     scop: Scop
+    multiprocessors: int = 0
 
     @staticmethod
-    def for_scop(scop: Scop, limits: TargetLimits | None = None) -> GpuSearchSpace:
-        """The space of ``scop`` for a GPU with ``limits`` (threads and shared memory per block)."""
+    def for_scop(scop: Scop, limits: TargetLimits | None = None, multiprocessors: int = 0) -> GpuSearchSpace:
+        """The space of ``scop`` for a GPU with ``limits`` (threads and shared memory per block)
+        and ``multiprocessors`` SMs (0: unknown), which the default recipe fills."""
         limits = limits or TargetLimits()
         depth = shared_band_depth(scop)
         anchor = anchor_statement(scop)
         extents = tuple(int(e) for e in anchor.extents[:depth])
         coincident = tuple(carries_no_dependence(scop, k) for k in range(depth))
-        mapped = tuple(range(max(0, depth - MAPPED_DIMENSIONS), depth))
+        mapped = tuple(range(depth))
+        hardware = hardware_of(depth)
+        folded = hardware.count("z") > 1
         dims: list[tuple[str, tuple]] = []
         for k in mapped:
-            if coincident[k]:
+            if folded and hardware[k] == "z":  # folded into the grid's z: a block tile, no threads
+                dims.append((f"block_tile_d{k}", tuple(t for t in BLOCK_TILES if t < extents[k]) + (0,) if coincident[k] else (0,)))
+                dims.append((f"thread_tile_d{k}", (0,)))
+            elif coincident[k]:
                 dims.append((f"block_tile_d{k}", tuple(t for t in BLOCK_TILES if t < extents[k]) + (0,)))
                 dims.append((f"thread_tile_d{k}", tuple(t for t in THREAD_TILES if t <= extents[k])))
             else:  # carries a dependence: one block and one thread along it
@@ -78,7 +89,7 @@ class GpuSearchSpace:
             dims.append((f"shared_{array}", (False, True)))
         dims.append(("point_order", _point_orders(anchor.iterators)))
         dims.append(("unroll", UNROLL_COUNTS))
-        return GpuSearchSpace(tuple(dims), depth, mapped, extents, coincident, anchor.reduction_iterators, stageable, limits, scop)
+        return GpuSearchSpace(tuple(dims), depth, mapped, extents, coincident, anchor.reduction_iterators, stageable, limits, scop, multiprocessors)
 
     def choices(self, name: str) -> tuple:
         return dict(self.dimensions)[name]
@@ -98,6 +109,9 @@ class GpuSearchSpace:
         for k in self.mapped:
             thread = int(params[f"thread_tile_d{k}"])
             block = int(params[f"block_tile_d{k}"])
+            if thread == 0:  # folded: the block tile as it is
+                tiles[k] = block
+                continue
             block = round_up(self.extents[k], thread) if block == 0 or block >= self.extents[k] else round_up(max(block, thread), thread)
             tiles[k], threads[k] = block, thread
         self._fit(tiles, threads)
@@ -120,20 +134,20 @@ class GpuSearchSpace:
     def _fit(self, tiles: list[int], threads: list[int]) -> None:
         """Grow thread tiles (then block tiles) in place until the block and grid fit."""
 
-        def count() -> int:
-            total = 1
-            for k in self.mapped:
-                total *= tiles[k] // threads[k]
-            return total
+        def normalised():
+            return gpu_tiles(self.scop, ScheduleRecipe(tile_sizes=tuple(tiles), thread_tile_sizes=tuple(threads), gpu=True))
 
-        while count() > self.limits.max_threads_per_block:
-            k = max(self.mapped, key=lambda m: tiles[m] // threads[m])
+        shape = normalised()
+        while shape.block_shape()[0] * shape.block_shape()[1] * shape.block_shape()[2] > self.limits.max_threads_per_block:
+            k = max(shape.threaded, key=lambda m: shape.threads[m])
             threads[k] *= 2
-            tiles[k] = round_up(tiles[k], threads[k])
-        hardware = dict(zip(reversed(self.mapped), range(3)))
-        for k in self.mapped:
-            while -(-self.extents[k] // tiles[k]) > GRID_LIMITS[hardware[k]]:
-                tiles[k] *= 2
+            tiles[k] = round_up(shape.block_tiles[k], threads[k])
+            shape = normalised()
+        for position, most in enumerate(GRID_LIMITS):
+            while shape.grid()[position] > most:
+                k = max((m for m in shape.mapped if shape.hardware[m] == "xyz"[position]), key=lambda m: shape.block_counts()[m])
+                tiles[k] = shape.block_tiles[k] * 2
+                shape = normalised()
 
     def params(self, recipe: ScheduleRecipe) -> dict:
         """Inverse of :meth:`recipe` (for recipes inside the space)."""
@@ -141,7 +155,8 @@ class GpuSearchSpace:
         for k in self.mapped:
             tile = recipe.tile_sizes[k] if recipe.tile_sizes else 0
             result[f"block_tile_d{k}"] = tile
-            result[f"thread_tile_d{k}"] = max(1, recipe.thread_tile_sizes[k]) if recipe.thread_tile_sizes else 1
+            folded = self.choices(f"thread_tile_d{k}") == (0,)
+            result[f"thread_tile_d{k}"] = 0 if folded else max(1, recipe.thread_tile_sizes[k]) if recipe.thread_tile_sizes else 1
         for j, r in enumerate(self.reduction_iterators):
             result[f"reduction_tile_{r}"] = recipe.reduction_tile_sizes[j] if recipe.reduction_tile_sizes else 0
         for array in self.stageable:
@@ -158,12 +173,18 @@ class GpuSearchSpace:
         """The untuned recipe: about :data:`DEFAULT_THREADS` threads per block. A contraction
         (an anchor with a reduction) gets 4x4 points per thread over the two innermost
         dimensions, 16x16 threads, a reduction tile of 16 and its operands staged in shared
-        memory (the classic tiled SGEMM); other kernels one point per thread, the innermost
-        dimension across the threads of a warp."""
-        contraction = bool(self.reduction_iterators) and len(self.mapped) >= 2
+        memory (the classic tiled SGEMM; a reduction of at most 16, e.g. a convolution's filter
+        rows, tiles of 1); other kernels one point per thread, the innermost
+        dimension across the threads of a warp. Dimensions folded into z get one block per
+        value. Then, while the grid has fewer than two blocks per SM and a block more than
+        :data:`MIN_THREADS` threads, the block tiles of y (then x) are halved."""
+        contraction = bool(self.reduction_iterators) and self.depth >= 2
         params: dict = {}
         budget = DEFAULT_THREADS
         for position, k in enumerate(reversed(self.mapped)):
+            if self.choices(f"thread_tile_d{k}") == (0,):  # folded into z
+                params[f"block_tile_d{k}"], params[f"thread_tile_d{k}"] = (1 if self.coincident[k] else 0), 0
+                continue
             if not self.coincident[k]:
                 params[f"block_tile_d{k}"], params[f"thread_tile_d{k}"] = 0, self.extents[k]
                 continue
@@ -172,16 +193,44 @@ class GpuSearchSpace:
             count = max(1, min(wanted, budget, _power_of_two_at_least(-(-self.extents[k] // thread))))
             params[f"block_tile_d{k}"], params[f"thread_tile_d{k}"] = count * thread, thread
             budget //= count
+        self._spread(params)
         for position, r in enumerate(self.reduction_iterators):
-            params[f"reduction_tile_{r}"] = 16 if position == 0 and 16 in self.choices(f"reduction_tile_{r}") else 0
+            # 16 (a tiled SGEMM's), else one value at a time (a convolution's filter row)
+            choices = self.choices(f"reduction_tile_{r}")
+            params[f"reduction_tile_{r}"] = 16 if 16 in choices else 1 if 1 in choices and contraction else 0
         for array in self.stageable:
             params[f"shared_{array}"] = contraction
-        outputs = [f"d{k}" for k in range(self.depth)]
         natural = str(self.choices("point_order")[0]).split(",")
-        order = [*outputs[: self.depth - len(self.mapped)], *self.reduction_iterators, *[it for it in natural if it.startswith("d") and it not in outputs[: self.depth - len(self.mapped)]]]
-        params["point_order"] = _order_text(order) if sorted(order) == sorted(natural) else self.choices("point_order")[0]
+        order = [*self.reduction_iterators, *(it for it in natural if it not in self.reduction_iterators)]
+        params["point_order"] = _order_text(order)
         params["unroll"] = 0
         return self.recipe(params)
+
+    def _spread(self, params: dict) -> None:
+        """Halve y's (then x's) threads per block in ``params`` until the grid has two blocks
+        per SM or a block would fall below :data:`MIN_THREADS` threads."""
+        wanted = 2 * (self.multiprocessors or DEFAULT_MULTIPROCESSORS)
+        threaded = [k for k in reversed(self.mapped) if params[f"thread_tile_d{k}"] and self.coincident[k]][:2]
+        while True:
+            recipe = self.recipe({**params, "point_order": self.choices("point_order")[0], "unroll": 0, **self._no_staging(), **self._no_reduction_tiles()})
+            shape = gpu_tiles(self.scop, recipe)
+            grid, block = shape.grid(), shape.block_shape()
+            if grid[0] * grid[1] * grid[2] >= wanted or block[0] * block[1] * block[2] <= MIN_THREADS:
+                return
+            for k in reversed(threaded):  # y first
+                thread = params[f"thread_tile_d{k}"]
+                tile = params[f"block_tile_d{k}"] or round_up(self.extents[k], thread)
+                if tile // thread > 1:
+                    params[f"block_tile_d{k}"] = tile // thread // 2 * thread
+                    break
+            else:
+                return
+
+    def _no_staging(self) -> dict:
+        return {f"shared_{a}": False for a in self.stageable}
+
+    def _no_reduction_tiles(self) -> dict:
+        return {f"reduction_tile_{r}": 0 for r in self.reduction_iterators}
 
     def heuristic_recipes(self) -> list[ScheduleRecipe]:
         """Starting points for the tuner: the default, then larger and smaller thread tiles

@@ -151,7 +151,7 @@ def _check_data_layout(scop: Scop, recipe: ScheduleRecipe, register_tiles: tuple
 
 def _check_gpu(scop: Scop, recipe: ScheduleRecipe, depth: int, extents: list[int], limits: TargetLimits) -> tuple[int, ...]:
     """The checks of a GPU recipe (:mod:`polytf.schedules.gpu_mapping`); returns its thread tiles."""
-    from polytf.schedules.gpu_mapping import MAPPED_DIMENSIONS, stageable_operands
+    from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, stageable_operands
 
     for name, value, cpu_only in (
         ("register_tile_sizes", any(recipe.register_tile_sizes), "all 0"),
@@ -167,27 +167,31 @@ def _check_gpu(scop: Scop, recipe: ScheduleRecipe, depth: int, extents: list[int
     threads = recipe.thread_tile_sizes or (0,) * depth
     if len(threads) != depth:
         raise _invalid(scop, "thread_tile_sizes", threads, f"{depth} entries, one per shared dimension")
-    mapped = range(max(0, depth - MAPPED_DIMENSIONS), depth)
     tiles = recipe.tile_sizes or (0,) * depth
-    count = 1
+    hardware = hardware_of(depth)
+    folded = hardware.count("z") > 1
     for k in range(depth):
         thread, tile = threads[k], tiles[k]
-        if k not in mapped:
-            if thread > 1 or tile:
-                raise _invalid(scop, "tile_sizes" if tile else "thread_tile_sizes", tiles if tile else threads, f"0 for d{k} (only the innermost {MAPPED_DIMENSIONS} shared dimensions are mapped)")
+        if folded and hardware[k] == "z":
+            if thread:
+                raise _invalid(scop, "thread_tile_sizes", threads, f"0 for d{k} (the dimensions folded into the grid's z get no threads)")
+            if not 0 <= tile <= extents[k]:
+                raise _invalid(scop, "tile_sizes", tiles, f"0 to {extents[k]} for d{k} (extent {extents[k]})")
             continue
         if not 0 <= thread <= extents[k]:
             raise _invalid(scop, "thread_tile_sizes", threads, f"0 to {extents[k]} for d{k} (extent {extents[k]})")
         thread = max(1, thread)
         if not 0 <= tile <= round_up(extents[k], thread) or tile % thread:
             raise _invalid(scop, "tile_sizes", tiles, f"0 or a multiple of d{k}'s thread tile {thread} up to {round_up(extents[k], thread)}")
-        block = round_up(extents[k], thread) if tile == 0 or tile >= extents[k] else tile
-        count *= block // thread
-        hardware = depth - 1 - k  # x for the innermost
-        if -(-extents[k] // block) > GRID_LIMITS[hardware]:
-            raise _invalid(scop, "tile_sizes", tiles, f"tiles giving at most {GRID_LIMITS[hardware]} blocks along {'xyz'[hardware]} (d{k}: extent {extents[k]})")
-    if count > limits.max_threads_per_block:
-        raise _invalid(scop, "thread_tile_sizes", threads, f"tiles giving at most {limits.max_threads_per_block} threads per block (block tile / thread tile per dimension); these give {count}")
+    normalised_tiles = gpu_tiles(scop, ScheduleRecipe(tile_sizes=tiles, thread_tile_sizes=threads, gpu=True))
+    block = normalised_tiles.block_shape()
+    if block[0] * block[1] * block[2] > limits.max_threads_per_block:
+        raise _invalid(
+            scop, "thread_tile_sizes", threads, f"tiles giving at most {limits.max_threads_per_block} threads per block (block tile / thread tile per dimension); these give {block}"
+        )
+    for name, blocks, most in zip("xyz", normalised_tiles.grid(), GRID_LIMITS):
+        if blocks > most:
+            raise _invalid(scop, "tile_sizes", tiles, f"tiles giving at most {most} blocks along {name}; these give {blocks}")
     stageable = stageable_operands(scop) if recipe.shared_memory else ()
     if len(set(recipe.shared_memory)) != len(recipe.shared_memory) or any(a not in stageable for a in recipe.shared_memory):
         raise _invalid(scop, "shared_memory", recipe.shared_memory, f"distinct arrays among {list(stageable_operands(scop))} (float32 inputs the anchor reads through plain iterators, with a reduction)")

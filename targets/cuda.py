@@ -285,7 +285,7 @@ class CudaTarget(Target):
 
     def search_space(self, scop: Scop, threads: int = 1) -> GpuSearchSpace:
         """The GPU recipes of ``scop`` (``threads``, the CPU's thread count, is ignored)."""
-        return GpuSearchSpace.for_scop(scop, self.limits)
+        return GpuSearchSpace.for_scop(scop, self.limits, self.device.multiprocessors)
 
     def fingerprint(self) -> dict:
         return {

@@ -232,6 +232,12 @@ class NvptxModuleBuilder(KernelModuleBuilder):
     def _coordinate(self, coordinate: HardwareCoordinate, point: Mapping[str, ir.Value]) -> ir.Value:
         """The i64 block or thread coordinate of the instance at ``point`` (floor division and
         non-negative remainder by the coordinate's constants)."""
+        if coordinate.folded:
+            total = ir.Constant(I64, 0)
+            for name, divisor, stride in coordinate.folded:
+                part = self.floor_div_or_mod(point[name], divisor, False) if divisor != 1 else point[name]
+                total = self.builder.add(total, self.builder.mul(part, ir.Constant(I64, stride)))
+            return total
         if not coordinate.iterator:
             return ir.Constant(I64, 0)
         value = point[coordinate.iterator]

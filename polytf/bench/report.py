@@ -19,6 +19,11 @@ The result is a JSON-serialisable dict made by :mod:`polytf.bench.runner`:
   could not build or tune, ``error``;
 * ``notes``, ``interrupted``, ``failure``.
 
+A GPU result (:mod:`polytf.bench.cuda_runner`) has ``"target": "cuda"`` and a ``device``;
+its rows time ``polytf``, ``polytf_untuned``, ``polytf_call`` and a ``cublas`` or ``cudnn``
+baseline, with ``tflops`` and ``percent_of_peak`` of the device's FP32 peak; its Markdown
+is :func:`polytf.bench.cuda_report.cuda_markdown`, its JSON and chart are written here.
+
 The Markdown has the machine and its measured peak, one main table (a line per row), then a
 section per row: the profile totals, accuracy, tuning, and its convolution layers.
 Times are seconds in the JSON and milliseconds in the Markdown.
@@ -46,8 +51,8 @@ __all__ = [
     "BASELINE_LABELS",
 ]
 
-#: Column titles of the baselines.
-BASELINE_LABELS = {"numpy": "numpy", "tensorflow": "TF", "xla": "XLA"}
+#: Column titles of the baselines (CPU, then GPU: :mod:`polytf.bench.cuda_report`).
+BASELINE_LABELS = {"numpy": "numpy", "tensorflow": "TF", "xla": "XLA", "cublas": "cuBLAS", "cudnn": "cuDNN"}
 
 
 def _ms(system: dict[str, Any] | None) -> str:
@@ -154,7 +159,12 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def markdown(result: dict[str, Any], png_name: str | None = None) -> str:
-    """The Markdown report of ``result`` (see the module docstring)."""
+    """The Markdown report of ``result`` (see the module docstring); a GPU result's
+    (``"target": "cuda"``) is :func:`polytf.bench.cuda_report.cuda_markdown`."""
+    if result.get("target") == "cuda":
+        from polytf.bench.cuda_report import cuda_markdown
+
+        return cuda_markdown(result, png_name)
     machine = result.get("machine", {})
     settings = result.get("settings", {})
     rows = result.get("rows", [])
@@ -348,14 +358,16 @@ def write_chart(result: dict[str, Any], path: Path) -> Path:
     axes.yaxis.set_minor_formatter(plain)
     axes.set_ylim(min(values_seen) / 1.5, max(values_seen) * 1.5)
     axes.set_xticks(
-        range(len(rows)), [f"{row['entry']}\n{row['threads']} thr" for row in rows], fontsize=8, rotation=20, ha="right"
+        range(len(rows)), [row["entry"] if row.get("target") == "cuda" else f"{row['entry']}\n{row['threads']} thr" for row in rows], fontsize=8, rotation=20, ha="right"
     )
     axes.set_ylabel("speedup of polytf (baseline time / polytf time)")
     machine = result.get("machine", {})
-    axes.set_title(
-        f"polytf bench on {machine.get('cpu', '?')} ({machine.get('llvm_cpu', {}).get('name', '?')}), {str(machine.get('date', ''))[:10]}",
-        fontsize=9,
+    where = (
+        f"{result['device'].get('name', '?')} ({result['device'].get('compute_capability', '?')})"
+        if result.get("device")
+        else f"{machine.get('cpu', '?')} ({machine.get('llvm_cpu', {}).get('name', '?')})"
     )
+    axes.set_title(f"polytf bench on {where}, {str(machine.get('date', ''))[:10]}", fontsize=9)
     if systems:
         axes.legend(fontsize=8)
     figure.tight_layout()

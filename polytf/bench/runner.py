@@ -31,12 +31,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from polytf.bench.accuracy import WrongResultError, check_outputs
 from polytf.bench.report import columns, first_line
 from polytf.bench.suite import DEFAULT_SUITE, Workload, resolve_entries
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.runtime.sample_inputs import sample_inputs
 
-__all__ = ["BenchOptions", "run_bench"]
+__all__ = ["BenchOptions", "BenchDisplay", "run_bench", "tuning_progress"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-class _Display:
+class BenchDisplay:
     """Two progress bars: rows done, and the current phase (trials of a kernel, rounds)."""
 
     def __init__(self, console: Console, total: int) -> None:
@@ -88,7 +89,7 @@ class _Display:
         self.rows = self.progress.add_task("bench", total=total)
         self.phase = self.progress.add_task("", total=None)
 
-    def __enter__(self) -> _Display:
+    def __enter__(self) -> BenchDisplay:
         self.progress.__enter__()
         return self
 
@@ -102,7 +103,7 @@ class _Display:
         self.progress.advance(self.phase)
 
 
-def _tuning_progress(display: _Display, label: str) -> Any:
+def tuning_progress(display: BenchDisplay, label: str) -> Any:
     from polytf.autotune.model_tuner import TuningProgress
 
     class Progress(TuningProgress):
@@ -128,36 +129,6 @@ def _speedups(systems: dict[str, dict[str, Any]]) -> dict[str, float]:
     if baselines:
         speedup["best_baseline"] = min(baselines.values()) / polytf_s
     return speedup
-
-
-class _WrongResultError(PolytfError):
-    """polytf's output differs from the numpy reference: the run stops (a wrong result is never timed)."""
-
-
-def _check_outputs(actual: dict, expected: dict, label: str) -> float:
-    """Max abs error of polytf against numpy; raises _WrongResultError beyond float32 tolerance
-    (``|a - e| <= rtol·|e| + atol_scale·max|e| + 1e-6``, the tuner's own check)."""
-    import numpy as np
-
-    from polytf.config import MeasurementConfig
-
-    config = MeasurementConfig()
-    worst = 0.0
-    for name, reference in expected.items():
-        if name not in actual or actual[name].shape != reference.shape:
-            raise _WrongResultError(
-                f"{label}: polytf returned {sorted(actual)} with shapes {[a.shape for a in actual.values()]}, numpy {name} {reference.shape}"
-            )
-        scale = float(np.max(np.abs(reference), initial=0.0))
-        atol = config.atol_scale * scale + 1e-6
-        difference = np.abs(actual[name].astype(np.float64) - reference.astype(np.float64))
-        worst = max(worst, float(np.max(difference, initial=0.0)))
-        if not np.allclose(actual[name], reference, rtol=config.rtol, atol=atol):
-            raise _WrongResultError(
-                f"{label}: polytf's output '{name}' differs from the numpy reference: max abs error {worst:.3g} "
-                f"beyond float32 tolerance (rtol {config.rtol}, atol {atol:.3g}); not timing a wrong result"
-            )
-    return worst
 
 
 def _ratio_to(systems: dict[str, dict[str, Any]], baseline: str) -> dict[str, float]:
@@ -228,7 +199,7 @@ class _Run:
                 result["notes"].append(f"TensorFlow and XLA not timed: {worker.info['tensorflow_error']}")
         return self.workers[threads]
 
-    def prepare(self, workload: Workload, display: _Display) -> _Prepared:
+    def prepare(self, workload: Workload, display: BenchDisplay) -> _Prepared:
         """Write the GraphDef, its random inputs (also as .npy) and numpy's outputs, once per entry."""
         import numpy as np
 
@@ -250,7 +221,7 @@ class _Run:
             self.models[workload.spec] = _Prepared(path, inputs, files, expected)
         return self.models[workload.spec]
 
-    def tune(self, path: Path, trials: int, threads: int, display: _Display, label: str) -> Any:
+    def tune(self, path: Path, trials: int, threads: int, display: BenchDisplay, label: str) -> Any:
         """Tune the model into the run's cache (with ``--time-budget`` when given)."""
         from polytf.autotune.model_tuner import tune_model
 
@@ -261,12 +232,12 @@ class _Run:
             cache_dir=self.cache_dir,
             threads=threads,
             seed=self.options.seed,
-            progress=_tuning_progress(display, label),
+            progress=tuning_progress(display, label),
             measure_model=False,  # the bench times the whole model itself, in alternating rounds
             **budget,
         )
 
-    def measure(self, workload: Workload, threads: int, display: _Display, result: dict) -> dict[str, Any]:
+    def measure(self, workload: Workload, threads: int, display: BenchDisplay, result: dict) -> dict[str, Any]:
         """One row: build untuned, tune, load, verify, alternate timing rounds, profile."""
         import numpy as np
 
@@ -284,7 +255,7 @@ class _Run:
         path, arrays = prepared.path, prepared.arrays
         display.step(f"{label}: building the untuned model (default recipes) and verifying it against numpy")
         untuned = polytf.load(path, cache_dir=tempfile.mkdtemp(prefix="untuned-", dir=self.workdir), threads=threads)
-        untuned_error = _check_outputs(untuned(**arrays), prepared.expected, f"{label}, untuned")
+        untuned_error = check_outputs(untuned(**arrays), prepared.expected, f"{label}, untuned")
         flops = sum(contraction_flops(kernel.scop) for kernel in untuned.kernels) or None
         trials = options.trials or TuningConfig().trials
         started = time.perf_counter()
@@ -294,7 +265,7 @@ class _Run:
             raise KeyboardInterrupt
         display.step(f"{label}: loading and verifying against numpy")
         model = polytf.load(path, cache_dir=self.cache_dir, threads=threads)
-        max_error = _check_outputs(model(**arrays), prepared.expected, label)
+        max_error = check_outputs(model(**arrays), prepared.expected, label)
 
         worker = self.worker(threads, result)
         tensorflow_file = self.workdir / "models" / f"row{row_number}_tensorflow.npz"
@@ -361,7 +332,7 @@ class _Run:
         }
 
     def time_rounds(
-        self, model: Any, untuned: Any, arrays: dict, worker: Any, baselines: list[str], display: _Display
+        self, model: Any, untuned: Any, arrays: dict, worker: Any, baselines: list[str], display: BenchDisplay
     ) -> dict[str, list[float]]:
         """Per system, the median of each round, seconds: a polytf round (``model(**arrays)``), an
         untuned round (the same call of the model built with default recipes), a kernels-only
@@ -428,7 +399,7 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
         DependencyMissingError: matplotlib or threadpoolctl is not installed (``polytf[bench]``),
             or a zoo entry needs TensorFlow.
         PolytfError: an unknown entry or suite, bad settings (before anything runs), or a
-            polytf result that differs from numpy (_WrongResultError, after writing finished rows).
+            polytf result that differs from numpy (WrongResultError, after writing finished rows).
     """
     from polytf.bench.machine import describe_machine
     from polytf.bench.report import write_report
@@ -477,7 +448,7 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
     with tempfile.TemporaryDirectory(prefix="polytf-bench-") as folder:
         run = _Run(options, console, Path(folder))
         try:
-            with _Display(console, len(steps)) as display:
+            with BenchDisplay(console, len(steps)) as display:
                 _measure_peaks(result, sorted({t for _, t in steps}), display)
                 for index, (workload, threads) in enumerate(steps):
                     display.progress.update(
@@ -514,7 +485,7 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
     return code
 
 
-def _measure_peaks(result: dict[str, Any], thread_counts: list[int], display: _Display) -> None:
+def _measure_peaks(result: dict[str, Any], thread_counts: list[int], display: BenchDisplay) -> None:
     """The float32 peak for each thread count of the run, once, into ``result["machine"]["fp32_peak"]``
     (thread count as text -> :class:`polytf.bench.peak.PeakMeasurement` fields); a note instead
     when it cannot be measured."""
@@ -529,12 +500,12 @@ def _measure_peaks(result: dict[str, Any], thread_counts: list[int], display: _D
             result["notes"].append(f"float32 peak not measured ({threads} threads): {error}")
 
 
-def _row_or_failure(run: _Run, workload: Workload, threads: int, display: _Display, result: dict) -> dict[str, Any]:
+def _row_or_failure(run: _Run, workload: Workload, threads: int, display: BenchDisplay, result: dict) -> dict[str, Any]:
     """The measured row, or a failed row naming the error when polytf cannot build, tune or time
     the model (a result that differs from numpy, a missing dependency and Ctrl-C still stop the run)."""
     try:
         return run.measure(workload, threads, display, result)
-    except (_WrongResultError, DependencyMissingError):
+    except (WrongResultError, DependencyMissingError):
         raise
     except Exception as error:  # noqa: BLE001 - one model polytf cannot compile must not end the run
         message = str(error) if isinstance(error, PolytfError) else f"{type(error).__name__}: {error}"
@@ -554,7 +525,7 @@ def options_from_arguments(args: Any) -> BenchOptions:
         rounds=args.rounds,
         repeats=args.repeats,
         warmup=args.warmup,
-        out=Path(args.out),
+        out=Path(args.out or "results/bench"),
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,
         tensorflow=not args.no_tensorflow,
         seed=args.seed,

@@ -73,6 +73,14 @@ SUITES: dict[str, tuple[BenchEntry, ...]] = {
         BenchEntry("matmul:64x96x80"),
         BenchEntry("odd_matmul"),
     ),
+    # cuda (``--target cuda``): a large GEMM (against cuBLAS), a ResNet-style conv layer at
+    # batch 32 (against cuDNN), and two whole models at batch 32
+    "cuda": (
+        BenchEntry("matmul:4096x4096x4096"),
+        BenchEntry("conv3x3_bias_relu_56:32"),
+        BenchEntry("resnet50:32"),
+        BenchEntry("transformer_encoder:32"),
+    ),
     # models: Keras applications at batch 1 and 8 (a model polytf cannot compile yet is a
     # failed row of the report, and the run goes on)
     "models": tuple(

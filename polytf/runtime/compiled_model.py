@@ -17,50 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polytf.errors import GraphError, ShapeError
-from polytf.graph import Graph, split_tensor_name
+from polytf.errors import GraphError
+from polytf.graph import Graph
 from polytf.graph.passes.fusion import resolve_view
-from polytf.ops.gather import index_checks
 from polytf.ops.lowering import LoweredKernel
+from polytf.runtime.binding_plan import output_key, plan_model
 from polytf.runtime.buffers import aligned_copy
 from polytf.runtime.constant_layout import packed_constants
-from polytf.runtime.execution_context import (
-    CONSTANT,
-    INPUT,
-    INTERMEDIATE,
-    OUTPUT,
-    PRIVATE,
-    ContextPool,
-    ExecutionContext,
-    HostPlan,
-    KernelPlan,
-    SlotBinding,
-)
+from polytf.runtime.execution_context import ContextPool, ExecutionContext, HostPlan
 from polytf.runtime.host_fallback import HostStep
+from polytf.runtime.input_checks import converted_inputs
 from polytf.runtime.timing import call_latencies
 from polytf.targets.target import CompiledKernel
-
-
-def output_key(tensor: str) -> str:
-    """Name under which an output tensor is returned: the node name, plus ``:port`` if not 0."""
-    node, port = split_tensor_name(tensor)
-    return node if port == 0 else f"{node}:{port}"
-
-
-def _converted(value: object, dtype: np.dtype) -> np.ndarray:
-    """``value`` as a C-contiguous array of ``dtype``; integer and bool inputs only when no
-    value changes (an int64 token id beyond int32's range, or a float id, is refused).
-
-    Raises:
-        ValueError: the conversion would change a value.
-    """
-    array = np.asarray(value)
-    if dtype.kind in "iub" and array.dtype != dtype:
-        if array.dtype.kind not in "iub":
-            raise ValueError(f"{array.dtype} values would be truncated; pass {dtype} values")
-        if dtype.kind != "b" and array.size and (array.min() < np.iinfo(dtype).min or array.max() > np.iinfo(dtype).max):
-            raise ValueError(f"values from {array.min()} to {array.max()} do not fit {dtype}")
-    return np.ascontiguousarray(array, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -109,69 +77,24 @@ class CompiledModel:
     def __init__(
         self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CompiledKernel] | HostStep], threads: int, source: str = ""
     ) -> None:
-        host_steps = [step for step in kernels if isinstance(step, HostStep)]
-        self.host_nodes = tuple(step.node for step in host_steps)
+        self.host_nodes = tuple(step.node for step in kernels if isinstance(step, HostStep))
         self.graph = graph
         self.threads = int(threads)
         self.source = source or graph.source
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
         self.output_names = tuple(output_key(t) for t in graph.outputs)
-        placeholders = {p.output(0): p.name for p in graph.placeholders}
-        produced = {
-            resolve_view(graph, info.tensor)
-            for item in kernels
-            if not isinstance(item, HostStep)
-            for info in item[0].scop.arrays
-            if info.role == "output"
-        }
-        produced |= {tensor for step in host_steps for tensor in step.outputs}
-        output_storages = {resolve_view(graph, t) for t in graph.outputs}
-        #: kernel-produced outputs are written straight into fresh arrays on each call
-        self._direct_outputs = tuple(sorted(output_storages & produced))
-        self._direct_output_types = tuple((s, tuple(graph.types[s].shape), np.dtype(graph.types[s].dtype)) for s in self._direct_outputs)
-        self._placeholder_of = placeholders
         self._constants: dict[str, np.ndarray] = {}
-        intermediates: dict[str, tuple[tuple[int, ...], str]] = {}
-        plans = []
-        read_later = {resolve_view(graph, t) for item in kernels for t in (item.inputs if isinstance(item, HostStep) else item[0].array_tensors.values()) if t}
-        for item in kernels:
-            if isinstance(item, HostStep):
-                plans.append(self._host_plan(item, placeholders, produced, intermediates, read_later))
-                continue
-            lowered, kernel = item
-            bindings = []
-            packed = self._packed_constants(lowered, kernel)
-            for info in kernel.arrays:
-                if info.name in packed:  # a weight packed once, now
-                    key = f"{kernel.scop.name}/{info.name} ({info.tensor})"
-                    self._constants[key] = packed[info.name]
-                    bindings.append(SlotBinding(CONSTANT, key))
-                    continue
-                tensor = lowered.array_tensors.get(info.name) if info.role in ("input", "output") else None
-                if tensor is None:
-                    bindings.append(SlotBinding(PRIVATE))
-                    continue
-                storage = resolve_view(graph, tensor)
-                if storage in placeholders:
-                    bindings.append(SlotBinding(INPUT, placeholders[storage]))
-                elif storage in graph.constants:
-                    self._constant(storage)
-                    bindings.append(SlotBinding(CONSTANT, storage))
-                elif storage in self._direct_outputs:
-                    bindings.append(SlotBinding(OUTPUT, storage))
-                elif storage in produced:
-                    intermediates[storage] = (tuple(graph.types[storage].shape), graph.types[storage].dtype)
-                    bindings.append(SlotBinding(INTERMEDIATE, storage))
-                else:
-                    raise GraphError(f"kernel {kernel.scop.name} reads '{storage}', which no kernel, placeholder or constant provides")
-            plans.append(KernelPlan(kernel, tuple(bindings), index_checks(lowered.scop)))
-        self._plans = tuple(p for p in plans if isinstance(p, KernelPlan))
-        self._steps = tuple(plans)
-        self._outputs = [(output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs]
-        for _, storage, _ in self._outputs:
-            if storage not in produced and storage not in placeholders:
-                self._constant(storage)
-        self._intermediate_types = intermediates
+        plan = plan_model(graph, kernels, self.source, self._packed_constants)
+        for storage in plan.constants:
+            self._constant(storage)
+        #: kernel-produced outputs are written straight into fresh arrays on each call
+        self._direct_outputs = plan.direct_outputs
+        self._direct_output_types = tuple((s, shape, np.dtype(dtype)) for s, shape, dtype in plan.direct_output_types)
+        self._placeholder_of = plan.placeholder_of
+        self._plans = plan.kernel_plans
+        self._steps = plan.steps
+        self._outputs = list(plan.outputs)
+        self._intermediate_types = plan.intermediates
         self._contexts = ContextPool(self._new_context)
         with self._contexts.acquire():  # the first context, built (and its buffers checked) now
             pass
@@ -186,8 +109,9 @@ class CompiledModel:
             self._constants[storage] = value
         return self._constants[storage]
 
-    def _packed_constants(self, lowered: LoweredKernel, kernel: CompiledKernel) -> dict[str, np.ndarray]:
-        """The kernel's constant copies (weights packed into panels) run once, by scratch array."""
+    def _packed_constants(self, lowered: LoweredKernel, kernel: CompiledKernel) -> dict[str, str]:
+        """Run the kernel's constant copies (weights packed into panels) once, now; returns the
+        key of each packed array among the model's constants, by scratch array."""
         if not kernel.constant_copies:
             return {}
         sources = {copy.value.access.array for copy in kernel.constant_copies}
@@ -198,33 +122,12 @@ class CompiledModel:
             if storage is None or storage not in self.graph.constants:
                 raise GraphError(f"kernel {kernel.scop.name} packs '{name}' ahead of time, but it holds no constant of model {self.source}")
             values[name] = self._constant(storage).reshape(lowered.scop.array(name).shape)
-        return packed_constants(kernel, values)
-
-    def _host_plan(self, step: HostStep, placeholders, produced, intermediates, read_later) -> HostPlan:
-        """Where a host step reads and writes (the buffers of the kernels around it)."""
-        sources = []
-        for tensor in step.inputs:
-            storage = resolve_view(self.graph, tensor)
-            if storage in placeholders:
-                sources.append(SlotBinding(INPUT, placeholders[storage]))
-            elif storage in self.graph.constants:
-                self._constant(storage)
-                sources.append(SlotBinding(CONSTANT, storage))
-            elif storage in self._direct_outputs:
-                sources.append(SlotBinding(OUTPUT, storage))
-            elif storage in produced:
-                intermediates[storage] = (tuple(self.graph.types[storage].shape), self.graph.types[storage].dtype)
-                sources.append(SlotBinding(INTERMEDIATE, storage))
-            else:
-                raise GraphError(f"host node '{step.node.name}' reads '{storage}', which no kernel, placeholder or constant provides")
-        destinations = []
-        for tensor in step.outputs:
-            if tensor in self._direct_outputs:
-                destinations.append((tensor, SlotBinding(OUTPUT, tensor)))
-            elif tensor in read_later:
-                intermediates[tensor] = (tuple(self.graph.types[tensor].shape), self.graph.types[tensor].dtype)
-                destinations.append((tensor, SlotBinding(INTERMEDIATE, tensor)))
-        return HostPlan(step, tuple(sources), tuple(destinations))
+        keys = {}
+        for name, packed in packed_constants(kernel, values).items():
+            info = next(info for info in kernel.arrays if info.name == name)
+            keys[name] = f"{kernel.scop.name}/{info.name} ({info.tensor})"
+            self._constants[keys[name]] = packed
+        return keys
 
     def _new_context(self) -> ExecutionContext:
         return ExecutionContext(self._steps, self._constants, self._intermediate_types)
@@ -282,35 +185,14 @@ class CompiledModel:
 
     def _converted_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
         """Each input converted once to a C-contiguous array of its placeholder's dtype (the
-        caller's own array when it already is one), with its shape checked.
+        caller's own array when it already is one), with its shape checked
+        (:func:`polytf.runtime.input_checks.converted_inputs`).
 
         Raises:
             GraphError: missing or unknown names.
             ShapeError: a value that cannot be converted, or has the wrong shape.
         """
-        if inputs.keys() != self.input_types.keys():
-            unknown = sorted(set(inputs) - set(self.input_types))
-            missing = sorted(set(self.input_types) - set(inputs))
-            raise GraphError(
-                f"model {self.source} takes inputs {sorted(self.input_types)}; "
-                + (f"missing {missing}" if missing else "")
-                + ("; " if missing and unknown else "")
-                + (f"unknown {unknown}" if unknown else "")
-            )
-        converted = {}
-        for name, value in inputs.items():
-            expected = self.input_types[name]
-            try:
-                array = _converted(value, np.dtype(expected.dtype))
-            except (TypeError, ValueError, OverflowError) as error:
-                raise ShapeError(f"input '{name}' cannot be converted to a {expected.dtype} array: {error}") from None
-            if tuple(array.shape) != tuple(expected.shape):
-                raise ShapeError(
-                    f"input '{name}' has shape {tuple(array.shape)}, the model was compiled for {expected}; "
-                    f"compile for this shape with input_shapes={{'{name}': {tuple(array.shape)}}} (API) or --input {name}:{','.join(map(str, array.shape))} (CLI)"
-                )
-            converted[name] = array
-        return converted
+        return converted_inputs(inputs, self.input_types, self.source)
 
     @property
     def step_kinds(self) -> tuple[str, ...]:

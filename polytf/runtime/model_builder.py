@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polytf.config import CodegenConfig, code_knobs, default_thread_count
 from polytf.errors import PolytfError
@@ -33,6 +34,9 @@ from polytf.schedules.builder import ScheduledScop, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
 from polytf.targets.target import CompiledKernel, Target
+
+if TYPE_CHECKING:  # pragma: no cover
+    from polytf.runtime.cuda_model import CudaModel
 
 
 @dataclass(frozen=True)
@@ -148,13 +152,7 @@ def build_model(
     progress: Callable[[str], None] | None = None,
     cached: Mapping[str, CachedRecipe] | None = None,
 ) -> CompiledModel:
-    """Compile every kernel: with its recipe in ``recipes`` (by kernel name), else its
-    recipe from a tuning record in ``cached``, else the default recipe.
-
-    A recipe from a record is untrusted: if it is invalid or illegal for its kernel (or
-    fails to compile for any other reason), one :class:`CacheWarning` names the record and
-    the reason, and the kernel gets its default recipe. The model's ``tuned_kernels`` are
-    the kernels compiled from a record.
+    """Compile every kernel (:func:`compile_steps`) into a :class:`CompiledModel`.
 
     Raises:
         PolytfError: a recipe of ``recipes`` or a default recipe does not compile (with the
@@ -162,6 +160,37 @@ def build_model(
     """
     target = target or CpuTarget()
     threads = threads or default_thread_count()
+    steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached)
+    model = CompiledModel(prepared.graph, steps, threads)
+    model.tuned_kernels = tuned
+    return model
+
+
+def compile_steps(
+    prepared: PreparedModel,
+    recipes: Mapping[str, ScheduleRecipe] | None,
+    target: Target,
+    threads: int,
+    progress: Callable[[str], None] | None = None,
+    cached: Mapping[str, CachedRecipe] | None = None,
+) -> tuple[list[tuple[LoweredKernel, CompiledKernel] | HostStep], tuple[str, ...]]:
+    """Compile every kernel for ``target``: with its recipe in ``recipes`` (by kernel name),
+    else its recipe from a tuning record in ``cached``, else the default recipe of
+    ``target``'s search space for ``threads`` threads.
+
+    A recipe from a record is untrusted: if it is invalid or illegal for its kernel (or
+    fails to compile for any other reason), one :class:`CacheWarning` names the record and
+    the reason, and the kernel gets its default recipe.
+
+    Returns:
+        ``(steps, tuned)``: ``(lowered kernel, compiled kernel)`` pairs and host steps in
+        execution order (what a model is built from), and the sorted names of the kernels
+        compiled from a record.
+
+    Raises:
+        PolytfError: a recipe of ``recipes`` or a default recipe does not compile (with the
+            kernel's name as context).
+    """
     recipes = recipes or {}
     cached = cached or {}
     compiled: list[tuple[LoweredKernel, CompiledKernel] | HostStep] = []
@@ -182,9 +211,7 @@ def build_model(
         if code is None:
             code = _compile(kernel, recipes.get(name) or default_recipe(kernel, threads, target), target)
         compiled.append((kernel, code))
-    model = CompiledModel(prepared.graph, compiled, threads)
-    model.tuned_kernels = tuple(sorted(tuned))
-    return model
+    return compiled, tuple(sorted(tuned))
 
 
 def constant_arrays(kernel: LoweredKernel) -> frozenset[str]:
@@ -251,13 +278,26 @@ def load_model(
     threads: int | None = None,
     fallback: bool = True,
     signature: str | None = None,
-) -> CompiledModel:
-    """A CompiledModel of ``path`` built from the tuning cache (untuned kernels, and
-    kernels whose record cannot be used, get the default recipe; the latter with a
-    CacheWarning). See :func:`polytf.load`."""
-    threads = threads or default_thread_count()
+    target: str = "cpu",
+) -> CompiledModel | CudaModel:
+    """A model of ``path`` for ``target`` (``"cpu"``: a CompiledModel; ``"cuda"``: a
+    :class:`~polytf.runtime.cuda_model.CudaModel`), built from the tuning cache (untuned
+    kernels, and kernels whose record cannot be used, get the default recipe; the latter
+    with a CacheWarning). Records are looked up under the target's fingerprint, so one
+    target never uses another's. See :func:`polytf.load`.
+
+    Raises:
+        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before the model is read).
+    """
+    from polytf.runtime.target_selection import is_gpu_target, select_target, target_threads
+
     codegen = CodegenConfig()
-    target = CpuTarget(codegen)
+    chosen = select_target(target, codegen)
+    threads = target_threads(chosen, threads or default_thread_count())
     prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
-    cached = cached_recipes(prepared, KernelCache(cache_dir), target, threads, codegen)
-    return build_model(prepared, target=target, threads=threads, cached=cached)
+    cached = cached_recipes(prepared, KernelCache(cache_dir), chosen, threads, codegen)
+    if is_gpu_target(chosen):
+        from polytf.runtime.cuda_model import build_cuda_model
+
+        return build_cuda_model(prepared, target=chosen, cached=cached)
+    return build_model(prepared, target=chosen, threads=threads, cached=cached)

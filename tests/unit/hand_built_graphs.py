@@ -50,11 +50,11 @@ def graph_matmul_bias_relu(m=7, k=13, n=11, transpose_b=False):
     )
 
 
-def graph_conv_bias_relu(h=9, w=7, c=3, o=5, stride=2, padding="SAME", dilation=1):
+def graph_conv_bias_relu(h=9, w=7, c=3, o=5, stride=2, padding="SAME", dilation=1, batch=1):
     rng = np.random.default_rng(1)
     return build_graph(
         [
-            placeholder("x", (1, h, w, c)),
+            placeholder("x", (batch, h, w, c)),
             const("f", _rand(rng, 3, 3, c, o)),
             const("b", _rand(rng, o)),
             Node("conv", "Conv2D", ("x:0", "f:0"), attrs={"strides": (1, stride, stride, 1), "padding": padding, "data_format": "NHWC", "dilations": (1, dilation, dilation, 1)}),
