@@ -35,6 +35,11 @@ shared memory order the work. Legality: each mapped member carries no dependence
 blocks and threads marks are checked like parallel marks,
 :mod:`polytf.schedules.legality`); the copies read arrays the kernel never writes.
 
+With reduction tiles, the anchor's accumulator is promoted to registers around them
+(:func:`_promote_accumulator`, PPCG's private memory). The recipe's data-layout copies
+(zero-padding, im2col) are mapped on their own and run as launches before the kernel's
+(:attr:`GpuLaunch.prologue`): the stream orders them, as no barrier inside a launch can.
+
 On the CPU the same tree is run with the mapped bands as ordinary loops and barriers as
 nothing (the phases they separate run one after the other), which tests mapping,
 staging and bounds on every machine.
@@ -42,7 +47,7 @@ staging and bounds on every machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -50,15 +55,17 @@ from polytf.errors import ScheduleError
 from polytf.poly.expression import Access, AffineExpr, Load, Modulo
 from polytf.poly.scop import ArrayInfo, Scop, balanced_union
 from polytf.poly.statement import Statement
-from polytf.schedules.data_layout import SCRATCH, _replace_load, plain_iterators
+from polytf.schedules.data_layout import SCRATCH, _replace_load, apply_data_layout, plain_iterators
 from polytf.schedules.marks import HARDWARE_DIMENSIONS, BarrierMark, GpuMark
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.structure import anchor_statement, main_statements, shared_band_depth
+from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
 
 #: op of the copy statements that stage an operand in shared memory
 SHARED_COPY_OP = "polytf.shared_copy"
 #: op of the statements that load an accumulator into registers and store it back
 PRIVATE_COPY_OP = "polytf.private_copy"
+#: op a data-layout copy takes in the one-statement Scop of its own launch
+COPY_PHASE_OP = "polytf.copy_phase"
 #: CUDA grids and blocks have x, y and z; the shared dimensions beyond the innermost two
 #: share z when there are more than three (they are folded into one block coordinate)
 MAPPED_DIMENSIONS = 3
@@ -116,6 +123,9 @@ class GpuLaunch:
             thread keeps only its ``tile`` of it (index ``d_k mod tile_k``).
         mappings: per statement, its block and thread coordinates (the code generator
             guards an instance whose mapped loop isl did not generate with them).
+        prologue: the launches of the recipe's data-layout copies (zero-padding, im2col),
+            which run first, in order, each a kernel of its own (the AST's first top-level
+            nodes); this launch is the last node's.
     """
 
     grid: tuple[int, int, int] = (1, 1, 1)
@@ -124,6 +134,7 @@ class GpuLaunch:
     shared_memory_bytes: int = 0
     mappings: tuple[StatementMapping, ...] = ()
     private_arrays: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    prologue: tuple[GpuLaunch, ...] = ()
 
     @property
     def threads_per_block(self) -> int:
@@ -225,12 +236,15 @@ def gpu_tiles(scop: Scop, recipe: ScheduleRecipe) -> GpuTiles:
 
 
 def stageable_operands(scop: Scop) -> tuple[str, ...]:
-    """Arrays the anchor statement may read from shared memory: kernel inputs (never written
-    by the kernel) that it reads through one access whose every index is a distinct plain
-    iterator (``A[d0, r0]``), when it has a reduction to reuse them over."""
+    """Arrays the anchor statement may read from shared memory: kernel inputs, or the
+    results of data-layout copies (written by an earlier launch), that it reads through one
+    access whose every index is a distinct plain iterator (``A[d0, r0]``), when it has a
+    reduction to reuse them over."""
     anchor = anchor_statement(scop)
     if not anchor.reduction_iterators:
         return ()
+    copied = {s.write.array for s in copy_statements(scop)}
+    written = {s.write.array for s in scop.statements} - copied
     accesses: dict[str, set[Access]] = {}
     for access in anchor.value.loads():
         if access != anchor.write:
@@ -238,7 +252,11 @@ def stageable_operands(scop: Scop) -> tuple[str, ...]:
     return tuple(
         array
         for array, reads in accesses.items()
-        if len(reads) == 1 and scop.array(array).role == "input" and scop.array(array).dtype == "float32" and plain_iterators(next(iter(reads))) is not None
+        if len(reads) == 1
+        and (scop.array(array).role == "input" or array in copied)
+        and array not in written
+        and scop.array(array).dtype == "float32"
+        and plain_iterators(next(iter(reads))) is not None
     )
 
 
@@ -531,65 +549,90 @@ class GpuSchedule:
     launch: GpuLaunch
 
 
-def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> GpuSchedule:
-    """Build the GPU schedule tree of a validated GPU recipe (module docstring).
-
-    Raises:
-        ScheduleError: a mapped member carries a dependence, or the sequential order of a
-            thread reverses one (when ``check``), naming the dependence.
-    """
-    tiles = gpu_tiles(scop, recipe)
-    scop, private = _promote_accumulator(scop, recipe, tiles)
-    try:
-        schedule = _tree(scop, recipe, tiles)
-    except isl.Error as error:
-        raise ScheduleError(f"kernel {scop.name}: isl could not build the GPU schedule for recipe {recipe.to_json()}: {error}") from None
-    if check:
-        from polytf.schedules.legality import check_legality
-
-        check_legality(scop, schedule)
-    mappings = []
+def _mappings(statements, tiles: GpuTiles) -> list[StatementMapping]:
+    """Block and thread coordinates of statements mapped by ``tiles``."""
     blocks = tuple(
         HardwareCoordinate("z", folded=tiles.folded_terms()) if tiles.folded and h == "z" else HardwareCoordinate(h, f"d{k}", 0, b)
         for k, b, h in zip(tiles.mapped, tiles.block_tiles, tiles.hardware)
         if not (tiles.folded and h == "z" and k != tiles.mapped[0])
     )
     threads = tuple(HardwareCoordinate(tiles.hardware[k], f"d{k}", tiles.block_tiles[k], tiles.thread_tiles[k]) for k in tiles.threaded)
-    for statement in main_statements(scop):
-        mappings.append(StatementMapping(statement.name, blocks, threads))
-    arrays, copies = list(scop.arrays), []
+    return [StatementMapping(statement.name, blocks, threads) for statement in statements]
+
+
+def _copy_phase(prepared: Scop, copy: Statement) -> tuple[isl.Schedule, GpuLaunch]:
+    """A data-layout copy (zero-padding, im2col) as a launch of its own before the kernel's
+    (a grid-wide barrier between them: the stream's order): its ``d*`` dimensions mapped as
+    the GPU search space's default maps an element-wise kernel."""
+    from polytf.schedules.gpu_search_space import GpuSearchSpace
+
+    alone = replace(copy, op=COPY_PHASE_OP)  # a main statement of its own Scop (same name and domain)
+    phase = Scop(f"{prepared.name}_{copy.name}", (alone,), prepared.arrays, prepared.ops)
+    recipe = GpuSearchSpace.for_scop(phase).default_recipe()
+    tiles = gpu_tiles(phase, recipe)
+    return _tree(phase, recipe, tiles), GpuLaunch(tiles.grid(), tiles.block_shape(), mappings=tuple(_mappings((alone,), tiles)))
+
+
+def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> GpuSchedule:
+    """Build the GPU schedule tree of a validated GPU recipe (module docstring): the
+    recipe's data-layout copies first, one launch each (:attr:`GpuLaunch.prologue`), then
+    the kernel's mapped tree.
+
+    Raises:
+        ScheduleError: a mapped member carries a dependence, or the sequential order of a
+            thread reverses one (when ``check``), naming the dependence.
+    """
+    tiles = gpu_tiles(scop, recipe)
+    prepared = apply_data_layout(scop, recipe)
+    prepared, private = _promote_accumulator(prepared, recipe, tiles)
+    try:
+        schedule = _tree(prepared, recipe, tiles)
+        phases = [_copy_phase(prepared, copy) for copy in copy_statements(prepared)]
+        for tree, _ in reversed(phases):
+            schedule = tree.sequence(schedule)
+    except isl.Error as error:
+        raise ScheduleError(f"kernel {scop.name}: isl could not build the GPU schedule for recipe {recipe.to_json()}: {error}") from None
+    if check:
+        from polytf.schedules.legality import check_legality
+
+        check_legality(prepared, schedule)
+    mappings = _mappings(main_statements(prepared), tiles)
+    arrays, copies = list(prepared.arrays), []
     shared = ()
-    final = scop
+    final = prepared
     if recipe.shared_memory:
-        anchor = anchor_statement(scop)
+        anchor = anchor_statement(prepared)
+        missing = [a for a in recipe.shared_memory if a not in stageable_operands(prepared)]
+        if missing:
+            raise ScheduleError(f"kernel {scop.name}: recipe field shared_memory = {list(recipe.shared_memory)} is invalid; allowed: arrays the anchor still reads through plain iterators after the recipe's data layout, not {missing}")
         stagings, value = [], anchor.value
         for array in recipe.shared_memory:
-            staging, redirected = _stage(scop, recipe, tiles, arrays, copies, array, anchor)
+            staging, redirected = _stage(prepared, recipe, tiles, arrays, copies, array, anchor)
             (access,) = {a for a in anchor.value.loads() if a.array == array}
             value = _replace_load(value, access, redirected)
             stagings.append(staging)
         rewritten = Statement(anchor.name, anchor.iterators, anchor.extents, anchor.write, value, anchor.constraints, anchor.node, anchor.op)
         try:
-            schedule, copy_mappings = _graft_copies(schedule, scop, anchor, stagings, rewritten, tiles)
+            schedule, copy_mappings = _graft_copies(schedule, prepared, anchor, stagings, rewritten, tiles)
         except isl.Error as error:
             raise ScheduleError(f"kernel {scop.name}: isl could not graft the shared-memory copies of recipe {recipe.to_json()}: {error}") from None
         mappings += copy_mappings
         shared = tuple(s.shared.name for s in stagings)
-        statements = tuple(rewritten if s.name == anchor.name else s for s in scop.statements) + tuple(copies)
-        final = Scop(scop.name, statements, tuple(arrays), scop.ops)
+        statements = tuple(rewritten if s.name == anchor.name else s for s in prepared.statements) + tuple(copies)
+        final = Scop(prepared.name, statements, tuple(arrays), prepared.ops)
     shared_bytes = sum(_aligned_bytes(final.array(name)) for name in shared)
-    grid = tiles.grid()
-    launch = GpuLaunch(grid, tiles.block_shape(), shared, shared_bytes, tuple(mappings), private)
+    launch = GpuLaunch(tiles.grid(), tiles.block_shape(), shared, shared_bytes, tuple(mappings), private, tuple(p for _, p in phases))
     return GpuSchedule(final, schedule, launch)
 
 
 def shared_memory_bytes(scop: Scop, recipe: ScheduleRecipe) -> int:
     """Shared memory per block a validated GPU recipe stages, bytes (without building the tree)."""
     tiles = gpu_tiles(scop, recipe)
+    prepared = apply_data_layout(scop, recipe)
     arrays: list[ArrayInfo] = []
-    anchor = anchor_statement(scop)
+    anchor = anchor_statement(prepared)
     for array in recipe.shared_memory:
-        _stage(scop, recipe, tiles, arrays, [], array, anchor)
+        _stage(prepared, recipe, tiles, arrays, [], array, anchor)
     return sum(_aligned_bytes(a) for a in arrays)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from polytf.poly.scop import Scop
+from polytf.schedules.data_layout import can_zero_pad, im2col_applies
 from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, round_up, shared_memory_bytes, stageable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
@@ -89,6 +90,10 @@ class GpuSearchSpace:
             dims.append((f"shared_{array}", (False, True)))
         dims.append(("point_order", _point_orders(anchor.iterators)))
         dims.append(("unroll", UNROLL_COUNTS))
+        float_only = all(a.dtype == "float32" for a in scop.arrays)
+        # zero-padding and im2col: a copy launch before the kernel's
+        dims.append(("pad", (False, True) if float_only and can_zero_pad(scop) else (False,)))
+        dims.append(("algorithm", ("direct", "im2col") if float_only and im2col_applies(scop) else ("direct",)))
         return GpuSearchSpace(tuple(dims), depth, mapped, extents, coincident, anchor.reduction_iterators, stageable, limits, scop, multiprocessors)
 
     def choices(self, name: str) -> tuple:
@@ -123,6 +128,8 @@ class GpuSearchSpace:
             reduction_tile_sizes=tuple(int(params[f"reduction_tile_{r}"]) for r in self.reduction_iterators),
             point_order=tuple(str(params["point_order"]).split(",")),
             unroll=int(params["unroll"]),
+            pad=bool(params.get("pad", False)),
+            algorithm=str(params.get("algorithm", "direct")),
             gpu=True,
             thread_tile_sizes=tuple(threads),
             shared_memory=tuple(a for a in self.stageable if params.get(f"shared_{a}")),
@@ -163,6 +170,8 @@ class GpuSearchSpace:
             result[f"shared_{array}"] = array in recipe.shared_memory
         result["point_order"] = ",".join(recipe.point_order) if recipe.point_order else self.choices("point_order")[0]
         result["unroll"] = recipe.unroll
+        result["pad"] = recipe.pad
+        result["algorithm"] = recipe.algorithm
         return result
 
     def contains(self, recipe: ScheduleRecipe) -> bool:
@@ -201,9 +210,20 @@ class GpuSearchSpace:
         for array in self.stageable:
             params[f"shared_{array}"] = contraction
         natural = str(self.choices("point_order")[0]).split(",")
-        order = [*self.reduction_iterators, *(it for it in natural if it not in self.reduction_iterators)]
+        outputs = [it for it in natural if it not in self.reduction_iterators]
+        if anchor_statement(self.scop).constraints and not self.choices("pad")[-1]:
+            # guarded reductions (a padded convolution): their bounds depend on the output
+            # point, so the output points go outside, where their loops keep constant trip
+            # counts and unroll (the accumulators stay in registers)
+            order = [*outputs, *self.reduction_iterators]
+        else:  # a register tile: each reduction step an outer product over the thread's points
+            order = [*self.reduction_iterators, *outputs]
         params["point_order"] = _order_text(order)
         params["unroll"] = 0
+        params["algorithm"] = "direct"
+        # a zero-padded copy of a convolution's input (one cheap launch) takes the guards off
+        # its reduction loops: the thread's points unroll without predicates
+        params["pad"] = self.choices("pad")[-1]
         return self.recipe(params)
 
     def _spread(self, params: dict) -> None:
@@ -212,7 +232,7 @@ class GpuSearchSpace:
         wanted = 2 * (self.multiprocessors or DEFAULT_MULTIPROCESSORS)
         threaded = [k for k in reversed(self.mapped) if params[f"thread_tile_d{k}"] and self.coincident[k]][:2]
         while True:
-            recipe = self.recipe({**params, "point_order": self.choices("point_order")[0], "unroll": 0, **self._no_staging(), **self._no_reduction_tiles()})
+            recipe = self.recipe({**params, "point_order": self.choices("point_order")[0], "unroll": 0, "pad": False, "algorithm": "direct", **self._no_staging(), **self._no_reduction_tiles()})
             shape = gpu_tiles(self.scop, recipe)
             grid, block = shape.grid(), shape.block_shape()
             if grid[0] * grid[1] * grid[2] >= wanted or block[0] * block[1] * block[2] <= MIN_THREADS:

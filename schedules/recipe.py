@@ -55,14 +55,17 @@ class ScheduleRecipe:
             that its iteration domain is a box.
         algorithm: ``"direct"`` (the anchor as lowered) or ``"im2col"`` (its windowed read
             gathered into a dense matrix first: im2col + GEMM, for convolutions).
-        gpu: map the kernel to a CUDA grid (:mod:`polytf.schedules.gpu_mapping`): the
-            innermost (up to three) shared dimensions are tiled by ``tile_sizes`` (one tile
-            per block; 0: the whole extent) and each block's tile by
-            ``thread_tile_sizes`` (the points one thread computes; 0 or 1: one point);
-            ``reduction_tile_sizes`` tile the anchor's reductions around the threads;
-            ``point_order`` orders each thread's loops and ``unroll`` unrolls them. A GPU
-            recipe has no register tiles, packing, padding, parallel flag or im2col (those
-            are the CPU's) and keeps the natural tile order.
+        gpu: map the kernel to a CUDA grid (:mod:`polytf.schedules.gpu_mapping`): every
+            shared dimension is tiled by ``tile_sizes`` (one tile per block; 0: the whole
+            extent), the innermost on x, the next on y, the others on z (folded into one
+            block coordinate when there are several), and each block's tile by
+            ``thread_tile_sizes`` (the points one thread computes; 0 or 1: one point; 0 for
+            a folded dimension); ``reduction_tile_sizes`` tile the anchor's reductions
+            around the threads (its accumulator then lives in registers); ``point_order``
+            orders each thread's loops and ``unroll`` unrolls them; ``pad`` and ``im2col``
+            copies run as launches of their own before the kernel's. A GPU recipe has no
+            register tiles, packing or parallel flag (the CPU's) and keeps the natural tile
+            order.
         thread_tile_sizes: per shared dimension, the points of it each GPU thread computes.
         shared_memory: arrays the anchor reads that are staged in shared memory per block
             and reduction tile (copied by all threads of the block between barriers).

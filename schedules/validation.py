@@ -156,9 +156,7 @@ def _check_gpu(scop: Scop, recipe: ScheduleRecipe, depth: int, extents: list[int
     for name, value, cpu_only in (
         ("register_tile_sizes", any(recipe.register_tile_sizes), "all 0"),
         ("pack", bool(recipe.pack), "[]"),
-        ("pad", recipe.pad, "false"),
         ("parallel", recipe.parallel, "false"),
-        ("algorithm", recipe.algorithm != "direct", "direct"),
     ):
         if value:
             raise _invalid(scop, name, getattr(recipe, name), f"{cpu_only} in a GPU recipe (a CPU transformation)")
@@ -192,9 +190,14 @@ def _check_gpu(scop: Scop, recipe: ScheduleRecipe, depth: int, extents: list[int
     for name, blocks, most in zip("xyz", normalised_tiles.grid(), GRID_LIMITS):
         if blocks > most:
             raise _invalid(scop, "tile_sizes", tiles, f"tiles giving at most {most} blocks along {name}; these give {blocks}")
-    stageable = stageable_operands(scop) if recipe.shared_memory else ()
+    if recipe.shared_memory and (recipe.pad or recipe.algorithm != "direct"):
+        from polytf.schedules.data_layout import apply_data_layout
+
+        stageable = stageable_operands(apply_data_layout(scop, recipe))
+    else:
+        stageable = stageable_operands(scop) if recipe.shared_memory else ()
     if len(set(recipe.shared_memory)) != len(recipe.shared_memory) or any(a not in stageable for a in recipe.shared_memory):
-        raise _invalid(scop, "shared_memory", recipe.shared_memory, f"distinct arrays among {list(stageable_operands(scop))} (float32 inputs the anchor reads through plain iterators, with a reduction)")
+        raise _invalid(scop, "shared_memory", recipe.shared_memory, f"distinct arrays among {list(stageable)} (float32 inputs the anchor reads through plain iterators, with a reduction)")
     return threads
 
 

@@ -33,7 +33,7 @@ from polytf.schedules.gpu_mapping import GpuLaunch
 from polytf.schedules.gpu_search_space import GpuSearchSpace
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.validation import TargetLimits
-from polytf.targets.nvptx_codegen import NvptxModuleBuilder, global_arrays
+from polytf.targets.nvptx_codegen import NvptxModuleBuilder, global_arrays, kernel_names
 from polytf.targets.target import Target
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -170,9 +170,10 @@ class CudaKernel:
         recipe: the GPU recipe it was compiled with.
         arrays: its global-memory arguments, in order (shared arrays are not arguments).
         argument_bytes: bytes each argument's buffer must have at least.
-        ptx: the PTX text; ``name`` its ``.entry``.
+        ptx: the PTX text; ``name`` the kernel's ``.entry``.
         llvm_ir: the optimised LLVM IR.
-        launch: grid, block and dynamic shared memory.
+        launch: grid, block and dynamic shared memory; its prologue's launches (the
+            recipe's data-layout copies, entries ``<name>_copy<i>``) run first.
     """
 
     scop: Scop
@@ -191,8 +192,13 @@ class CudaKernel:
         """Arguments beyond the Scop's own arrays (none: GPU recipes stage in shared memory)."""
         return self.arrays[len(self.scop.arrays) :]
 
-    def function(self):
-        """The loaded ``cupy.RawKernel``-like function (loads the PTX on first use).
+    @property
+    def launches(self) -> tuple[tuple[str, GpuLaunch], ...]:
+        """``(entry, launch)`` of each launch of one call, in order."""
+        return tuple(zip(kernel_names(self.name, self.launch), (*self.launch.prologue, self.launch)))
+
+    def functions(self) -> tuple:
+        """The loaded functions of :attr:`launches` (loads the PTX on first use).
 
         Raises:
             CompileError: no CuPy or device, or the driver rejected the PTX.
@@ -202,15 +208,18 @@ class CudaKernel:
             with _LOCK:
                 if self._function is None:
                     module = cupy.cuda.Module()
+                    functions = []
                     try:
                         module.load(self.ptx.encode() + b"\0")
-                        function = module.get_function(self.name)
+                        for entry, launch in self.launches:
+                            function = module.get_function(entry)
+                            if launch.shared_memory_bytes > 48 * 1024:
+                                driver = cupy.cuda.driver
+                                driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_memory_bytes)
+                            functions.append(function)
                     except Exception as error:
                         raise CompileError(f"the CUDA driver rejected the PTX of kernel {self.name}: {error}") from None
-                    if self.launch.shared_memory_bytes > 48 * 1024:
-                        driver = cupy.cuda.driver
-                        driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.launch.shared_memory_bytes)
-                    self._module, self._function = module, function
+                    self._module, self._function = module, tuple(functions)
         return self._function
 
     def __call__(self, arrays: Sequence, stream=None) -> None:
@@ -229,8 +238,9 @@ class CudaKernel:
                     f"kernel {self.name}: array {info.name} ({info.tensor}) needs a C-contiguous {info.dtype} buffer of at least "
                     f"{needed} bytes, got {array.dtype} {tuple(array.shape)} ({array.nbytes} bytes)"
                 )
-        launch = self.launch
-        self.function()(launch.grid, launch.block, tuple(arrays), shared_mem=launch.shared_memory_bytes, stream=stream)
+        arguments = tuple(arrays)
+        for function, (_, launch) in zip(self.functions(), self.launches):
+            function(launch.grid, launch.block, arguments, shared_mem=launch.shared_memory_bytes, stream=stream)
 
 
 class CudaTarget(Target):

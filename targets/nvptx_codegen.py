@@ -1,7 +1,8 @@
 """Translates the isl AST of a GPU-mapped kernel into an LLVM IR module for ``nvptx64-nvidia-cuda``.
 
-The module has one kernel (``ptx_kernel`` calling convention, so LLVM emits a PTX
-``.entry``)::
+The module has one kernel per launch (``ptx_kernel`` calling convention, so LLVM emits
+a PTX ``.entry``): the recipe's data-layout copies first (:attr:`GpuLaunch.prologue`,
+``<kernel>_copy<i>``), then ``<kernel>``, each::
 
     void <kernel>(T addrspace(1)* noalias a0, ..., T addrspace(1)* noalias an)
 
@@ -22,6 +23,9 @@ CUDA printer (``cuda.c``):
   thread, not on all of them.
 - A barrier mark emits ``llvm.nvvm.barrier0`` after its subtree; it is never inside a
   threads mark (every thread of the block reaches it).
+- Inside a thread, a loop with a constant trip count of at most
+  :data:`UNROLLED_TRIP_COUNT` (a thread tile's points) is unrolled here, whatever loops
+  it holds, so that a promoted accumulator tile is indexed by constants (registers).
 
 Float arithmetic carries the ``contract`` flag at least (``fma.rn.f32``), all fast-math
 flags with ``fast_math``.
@@ -38,11 +42,21 @@ from polytf.errors import CodegenError
 from polytf.poly.scop import Scop
 from polytf.schedules.gpu_mapping import SHARED_ALIGNMENT, GpuLaunch, HardwareCoordinate
 from polytf.schedules.marks import BarrierMark, GpuMark, mark_of
-from polytf.targets.llvm_codegen import F32, I32, I64, MEMORY_TYPES, KernelModuleBuilder
+from polytf.targets.linear_form import LinearForm, linear_form_of_ast
+from polytf.targets.llvm_codegen import F32, I32, I64, MEMORY_TYPES, KernelModuleBuilder, _children
 
 #: address spaces of NVPTX (LLVM NVPTX usage guide, "Address Spaces")
 GLOBAL, SHARED = 1, 3
 SHARED_SYMBOL = "polytf_shared"
+#: loops inside a thread with at most this many iterations (a constant) are unrolled by
+#: the code generator (thread tiles are at most 8 points per dimension)
+UNROLLED_TRIP_COUNT = 8
+
+
+def kernel_names(kernel: str, launch: GpuLaunch) -> tuple[str, ...]:
+    """The PTX entry of each launch, in order: ``<kernel>_copy<i>`` for the prologue's
+    copies, ``<kernel>`` for the kernel itself."""
+    return (*(f"{kernel}_copy{i}" for i in range(len(launch.prologue))), kernel)
 
 
 def global_arrays(scop: Scop, launch: GpuLaunch) -> tuple:
@@ -77,27 +91,47 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         self._private_tiles: dict[str, tuple[int, ...]] = {}
 
     def build(self) -> ir.Module:
-        """Emit the module.
+        """Emit the module: one kernel per launch (:func:`kernel_launches`).
 
         Raises:
             CodegenError: an AST construct it cannot translate, or a barrier inside a threads mark.
         """
-        function = self._kernel_function()
+        for node, launch, name in self.phases():
+            self.launch = launch
+            self._emit_kernel(node, name)
+        return self.module
+
+    def phases(self) -> list[tuple[isl.AstNode, GpuLaunch, str]]:
+        """``(AST node, launch, kernel name)`` of each launch, in order: the prologue's
+        data-layout copies (the AST's first top-level nodes), then the kernel itself."""
+        main = self.launch
+        if not main.prologue:
+            return [(self.ast, main, self.scop.name)]
+        children = _children(self.ast)
+        if len(children) != len(main.prologue) + 1:
+            raise CodegenError(f"kernel {self.scop.name}: {len(main.prologue)} copy launches and the kernel, but the AST has {len(children)} top-level nodes")
+        names = kernel_names(self.scop.name, main)
+        return [(node, launch, name) for node, launch, name in zip(children, (*main.prologue, main), names)]
+
+    def _emit_kernel(self, node: isl.AstNode, name: str) -> None:
+        self.pointers = {}
+        self._hardware = {}
+        self.loop_ranges = {}
+        function = self._kernel_function(name)
         self.entry_block = function.append_basic_block("entry")
         entry = ir.IRBuilder(self.entry_block)
         self._read_hardware(entry, function)
         self._bind_shared(entry, function)
         self._bind_private(entry)
         self.builder = ir.IRBuilder(function.append_basic_block("start"))
-        self._emit_node(self.ast, {})
+        self._emit_node(node, {})
         self.builder.ret_void()
         entry.branch(function.blocks[1])
-        return self.module
 
-    def _kernel_function(self) -> ir.Function:
+    def _kernel_function(self, name: str) -> ir.Function:
         """The ``ptx_kernel`` function, one ``addrspace(1)`` pointer per global array."""
         types = [ir.PointerType(MEMORY_TYPES[a.dtype], addrspace=GLOBAL) for a in self.arguments]
-        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types), name=self.scop.name)
+        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), types), name=name)
         function.calling_convention = "ptx_kernel"
         for argument, array in zip(function.args, self.arguments):
             argument.name = array.name
@@ -185,7 +219,11 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         iterator = node.for_get_iterator().get_id().get_name()
         mapped = self._mapped_iterators.get(iterator)
         if mapped is None:
-            super()._emit_for(node, env, distribute)
+            trips = bounded_trip_count(node) if "thread" in self._inside else None
+            if trips is not None and trips[0] <= UNROLLED_TRIP_COUNT:
+                self._emit_unrolled(node, iterator, trips, env)
+            else:
+                super()._emit_for(node, env, distribute)
             return
         kind, hardware = mapped
         step = node.for_get_inc()
@@ -206,16 +244,41 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         if added:
             bound.discard(hardware)
 
+    def _emit_unrolled(self, node: isl.AstNode, iterator: str, trips: tuple[int, LinearForm, bool], env: dict[str, ir.Value]) -> None:
+        """A loop of at most ``count`` iterations from ``start`` inside a thread (a thread
+        tile's points, a short filter row; :func:`bounded_trip_count`), emitted ``count``
+        times with the iterator ``start + offset``, each copy guarded by the loop's own
+        bounds unless they are exactly that range: its accesses of a private tile get
+        constant indices (registers, not stack), however deep the loops below it (LLVM's
+        unroller only takes innermost loops whole)."""
+        count, start_form, exact = trips
+        b = self.builder
+        start = self.materialize(start_form, env)
+        lower = None if exact else self._expression(node.for_get_init(), env)
+        self.loop_ranges.pop(iterator, None)
+        for offset in range(count):
+            inner = dict(env)
+            inner[iterator] = b.add(start, ir.Constant(I64, offset), name=f"{iterator}.{offset}")
+            if exact:
+                self._emit_node(node.for_get_body(), inner)
+                continue
+            inside = b.and_(b.icmp_signed("<=", lower, inner[iterator]), self._expression(node.for_get_cond(), inner))
+            with b.if_then(inside):
+                self._emit_node(node.for_get_body(), inner)
+
     def _emit_statement(self, call: isl.AstExpr, env: Mapping[str, ir.Value]) -> None:
         name = call.op_get_arg(0).id_get_id().get_name()
         mapping = self.launch.mapping_of(name)
         statement = self.statements.get(name)
         guards: list[HardwareCoordinate] = []
         if mapping is not None and statement is not None:
+            # along a hardware dimension of extent 1 every coordinate is 0: nothing to guard
+            grid = dict(zip("xyz", self.launch.grid))
+            block = dict(zip("xyz", self.launch.block))
             if "block" in self._inside:
-                guards += [c for c in mapping.blocks if c.hardware not in self._bound["block"]]
+                guards += [c for c in mapping.blocks if c.hardware not in self._bound["block"] and grid[c.hardware] > 1]
             if "thread" in self._inside:
-                guards += [c for c in mapping.threads if c.hardware not in self._bound["thread"]]
+                guards += [c for c in mapping.threads if c.hardware not in self._bound["thread"] and block[c.hardware] > 1]
         if not guards:
             super()._emit_statement(call, env)
             return
@@ -250,4 +313,46 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         return value
 
 
-__all__ = ["GLOBAL", "SHARED", "SHARED_SYMBOL", "NvptxModuleBuilder", "global_arrays"]
+def _linear_parts(expression: isl.AstExpr, combiner) -> list[LinearForm] | None:
+    """The linear forms of ``expression`` (one), or of the arguments of a ``combiner``
+    (``max``/``min``) node; None when one is not linear."""
+    if expression.get_type() == isl.ast_expr_type.op and expression.op_get_type() == combiner:
+        parts = [linear_form_of_ast(expression.op_get_arg(i), {}) for i in range(expression.op_get_n_arg())]
+    else:
+        parts = [linear_form_of_ast(expression, {})]
+    return None if any(p is None for p in parts) else parts
+
+
+def bounded_trip_count(node: isl.AstNode) -> tuple[int, LinearForm, bool] | None:
+    """``(count, start, exact)`` for a unit-step ``for`` node whose iterations lie in
+    ``[start, start + count)`` for a linear ``start`` (one of the arguments of its lower
+    bound, a ``max``) and a constant ``count`` (some argument of its upper bound, a ``min``,
+    minus ``start`` is constant): ``for (c = max(4 * t, 1 - k); c <= min(4 * t + 3, 56 - k);
+    c += 1)`` gives 4 from ``4 * t``, not exact. Exact when the bounds are that pair alone.
+    None for other loops."""
+    step = node.for_get_inc()
+    if step.get_type() != isl.ast_expr_type.int or step.int_get_val().to_python() != 1:
+        return None
+    condition = node.for_get_cond()
+    if condition.get_type() != isl.ast_expr_type.op or condition.op_get_type() not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+        return None
+    iterator = node.for_get_iterator().get_id().get_name()
+    if linear_form_of_ast(condition.op_get_arg(0), {}) != LinearForm.of_name(iterator):
+        return None
+    starts = _linear_parts(node.for_get_init(), isl.ast_expr_op_type.max)
+    bounds = _linear_parts(condition.op_get_arg(1), isl.ast_expr_op_type.min)
+    if starts is None or bounds is None:
+        return None
+    inclusive = 1 if condition.op_get_type() == isl.ast_expr_op_type.le else 0
+    best = None
+    for start in starts:
+        for bound in bounds:
+            difference = bound - start
+            if difference.is_constant and (best is None or difference.constant + inclusive < best[0]):
+                best = (difference.constant + inclusive, start)
+    if best is None or best[0] <= 0:
+        return None
+    return best[0], best[1], len(starts) == 1 and len(bounds) == 1
+
+
+__all__ = ["GLOBAL", "SHARED", "SHARED_SYMBOL", "NvptxModuleBuilder", "global_arrays", "kernel_names", "bounded_trip_count"]

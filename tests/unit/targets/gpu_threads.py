@@ -32,9 +32,9 @@ class HostThreadModuleBuilder(NvptxModuleBuilder):
     """``void k(i8** arrays, i64* ids, void (*barrier)())``: ``arrays`` holds every array of
     the scheduled Scop (shared ones included), ``ids`` is (bx, by, bz, tx, ty, tz)."""
 
-    def _kernel_function(self) -> ir.Function:
+    def _kernel_function(self, name: str) -> ir.Function:
         barrier_type = ir.FunctionType(ir.VoidType(), []).as_pointer()
-        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64.as_pointer(), barrier_type]), name=self.scop.name)
+        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64.as_pointer(), barrier_type]), name=name)
         self._table, self._ids, self._barrier = function.args
         return function
 
@@ -61,11 +61,23 @@ def run_on_threads(scheduled: ScheduledScop, arrays: dict[str, np.ndarray], targ
     module = builder.build()
     module.triple = target.triple
     module.data_layout = str(target.target_machine.target_data)
-    address, engine = target.compile_function(str(module), scheduled.scop.name)
-    kernel = KERNEL(address)
+    # global scratch (a zero-padded copy written by a prologue launch) lives across launches
+    arrays = dict(arrays)
+    for info in scheduled.scop.arrays:
+        if info.name not in arrays and info.name not in launch.shared_arrays:
+            arrays[info.name] = np.full(info.shape, np.nan, np.float32)
+    engines = []
+    for _, phase, name in builder.phases():
+        address, engine = target.compile_function(str(module), name)
+        engines.append(engine)
+        _run_launch(KERNEL(address), phase, scheduled, arrays)
+    del engines
+
+
+def _run_launch(kernel, launch, scheduled: ScheduledScop, arrays: dict[str, np.ndarray]) -> None:
     for block in itertools.product(*(range(n) for n in launch.grid)):
-        # shared memory and other scratch (a private array's table entry is unused: it lives on the stack)
-        buffers = [arrays[a.name] if a.name in arrays else np.full(a.shape, np.nan, np.float32) for a in scheduled.scop.arrays]
+        # shared memory: per block, NaN until copied (a private array's table entry is unused: it lives on the stack)
+        buffers = [np.full(a.shape, np.nan, np.float32) if a.name in scheduled.launch.shared_arrays else arrays[a.name] for a in scheduled.scop.arrays]
         table = (ctypes.c_void_p * len(buffers))(*(b.ctypes.data for b in buffers))
         threads = list(itertools.product(*(range(n) for n in launch.block)))
         barrier = threading.Barrier(len(threads))
@@ -85,7 +97,6 @@ def run_on_threads(scheduled: ScheduledScop, arrays: dict[str, np.ndarray], targ
         for worker in workers:
             worker.join()
         assert not failures, failures
-    del engine
 
 
 def verify_on_threads(kernel, recipe, seed: int = 3) -> float:

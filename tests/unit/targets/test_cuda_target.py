@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 from gpu_threads import verify_on_threads
-from hand_built_graphs import GRAPHS, graph_matmul_bias_relu, kernels_of
+from hand_built_graphs import GRAPHS, graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -149,3 +149,47 @@ def test_a_launch_checks_every_buffer_before_the_device_is_touched(targets, matm
 def test_ptxas_rejection_is_a_compile_error_with_its_message():
     with pytest.raises(CompileError, match="ptxas -arch=sm_80 rejected"):
         assemble(".version 7.0\n.target sm_80\n.address_size 64\nnot ptx\n", "sm_80")
+
+
+@pytest.fixture(scope="module")
+def batched_conv():
+    return kernels_of(graph_conv_bias_relu(h=9, w=7, c=3, o=6, stride=1, batch=3))[0]
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        # batch and rows folded into the grid's z, 2 x 3 of them per block
+        ScheduleRecipe(gpu=True, tile_sizes=(2, 3, 4, 4), thread_tile_sizes=(0, 0, 2, 2), reduction_tile_sizes=(1, 0, 0), shared_memory=("A1",)),
+        # zero-padding and im2col copies: launches of their own before the kernel's
+        ScheduleRecipe(gpu=True, tile_sizes=(2, 3, 4, 4), thread_tile_sizes=(0, 0, 2, 2), reduction_tile_sizes=(1, 0, 0), shared_memory=("A1",), pad=True),
+        ScheduleRecipe(gpu=True, tile_sizes=(1, 1, 0, 0), thread_tile_sizes=(0, 0, 1, 3), algorithm="im2col"),
+    ],
+    ids=lambda r: r.describe(),
+)
+def test_batched_convolution_on_cpu_threads_and_in_the_loop_form(batched_conv, recipe):
+    assert verify_on_threads(batched_conv, recipe) < 1e-4
+    from roundtrip import LEGAL, roundtrip
+
+    result = roundtrip(batched_conv, recipe, threads=1)
+    assert result.verdict == LEGAL and result.error is None
+
+
+def test_copies_of_a_recipe_are_launches_of_their_own(targets, batched_conv):
+    kernel = targets["sm_90"].compile(batched_conv.scop, ScheduleRecipe(gpu=True, tile_sizes=(1, 1, 0, 0), thread_tile_sizes=(0, 0, 1, 3), pad=True))
+    names = [name for name, _ in kernel.launches]
+    assert names == ["k0_conv_copy0", "k0_conv_copy1", "k0_conv"]  # the halo's zeros, the interior, the convolution
+    assert all(f".entry {name}(" in kernel.ptx for name in names)
+    assert kernel.launch.grid == (1, 1, 27)  # 3 images x 9 rows on z
+    padded = [a for a in kernel.arrays if a.role == "scratch"]
+    assert len(padded) == 1 and padded[0].shape == (3, 11, 9, 3)  # a global argument the runtime allocates
+
+
+def test_a_padded_convolution_keeps_a_register_tile_without_guards(targets):
+    kernel_ = kernels_of(graph_conv_bias_relu(h=16, w=16, c=8, o=64, stride=1))[0]
+    space = targets["sm_90"].search_space(kernel_.scop)
+    recipe = space.default_recipe()
+    assert recipe.pad and recipe.point_order[0].startswith("r")
+    ptx = targets["sm_90"].compile(kernel_.scop, recipe).ptx
+    main = ptx[ptx.index(".entry k0_conv(") :]
+    assert ".local" not in main and main.count("fma.rn.f32") >= 16
