@@ -315,7 +315,14 @@ def command_show(args) -> int:
     if not matches:
         raise SystemExit(f"error: no kernel {args.kernel!r}; kernels: {', '.join(k.scop.name for k in prepared.kernels)}")
     kernel = matches[0]
-    target = CpuTarget()
+    if args.target == "cuda":  # code only: no device needed (without one, PTX for --arch or sm_80)
+        from polytf.runtime.target_selection import GPU_THREADS
+        from polytf.targets.cuda import CudaTarget
+
+        target = CudaTarget(compute_capability=args.arch) if args.arch else CudaTarget()
+        threads = GPU_THREADS
+    else:
+        target = CpuTarget()
     constants = constant_arrays(kernel)  # shown as the model runs it: weights packed ahead of time
     emitted = None
     if args.recipe:
@@ -343,6 +350,19 @@ def command_show(args) -> int:
         ("schedule tree", str(scheduled.schedule)),
         ("loop AST", emitted.ast.to_C_str()),
     ]
+    if scheduled.launch is not None:
+        launches = [*scheduled.launch.prologue, scheduled.launch]
+        sections.append(
+            (
+                "launches",
+                "\n".join(
+                    f"{'copy' if i < len(launches) - 1 else 'kernel'}: grid {list(launch.grid)}, block {list(launch.block)}, "
+                    f"{launch.shared_memory_bytes} bytes of shared memory ({', '.join(launch.shared_arrays) or 'none'}), "
+                    f"registers: {', '.join(name for name, _ in launch.private_arrays) or 'none'}"
+                    for i, launch in enumerate(launches)
+                ),
+            )
+        )
     if args.llvm:
         sections.append(("LLVM IR", str(target.optimise(emitted.code, kernel.scop.name))))
     if args.assembly:
@@ -659,7 +679,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--kernel", help="kernel name (as listed without --kernel)")
     show.add_argument("--recipe", help="JSON recipe file (default: the cached record, else the default recipe)")
     show.add_argument("--llvm", action="store_true", help="also print the optimised LLVM IR")
-    show.add_argument("--assembly", action="store_true", help="also print the host assembly")
+    show.add_argument("--assembly", action="store_true", help="also print the host assembly (PTX with --target cuda)")
+    show.add_argument(
+        "--target",
+        choices=TARGET_CHOICES,
+        default="cpu",
+        help="cpu (default) or cuda: the kernel's GPU schedule, launches, NVPTX IR and PTX (no GPU needed: PTX for --arch)",
+    )
+    show.add_argument("--arch", metavar="sm_XY", help="with --target cuda and no GPU: the compute capability to emit PTX for (default sm_80)")
     show.add_argument(
         "--profile",
         action="store_true",

@@ -104,3 +104,15 @@ def test_gpu_bench_tunes_on_the_emulated_device(tmp_path, monkeypatch):
     assert row["tuning"]["new_trials"] == 2 and row["reference"] == "numpy" and row["max_abs_error"] < 1e-4
     assert "gpu" in row["kernel_profile"][0]["recipe"] and row["systems"]["polytf"]["median_s"] > 0
     assert "| polytf ms |" in out.with_suffix(".md").read_text()
+
+
+def test_show_prints_a_kernels_gpu_schedule_launches_and_ptx_without_a_gpu(tmp_path):
+    model = tmp_path / "relu.pbtxt"
+    model.write_text(PBTXT)
+    result = polytf("show", model, "--kernel", "k0_out", "--target", "cuda", "--arch", "sm_90", "--assembly", cache_dir=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "gpu_blocks" in result.stdout and "gpu_threads" in result.stdout  # the mapped loop AST
+    assert "kernel: grid [1, 1, 1], block [3, 2, 1]" in result.stdout  # 2 x 3 outputs, one per thread
+    assert ".target sm_90" in result.stdout and ".entry k0_out(" in result.stdout
+    wrong = polytf("show", model, "--kernel", "k0_out", "--target", "cuda", "--arch", "volta", cache_dir=tmp_path)
+    assert wrong.returncode != 0 and "unknown compute capability 'volta'" in wrong.stderr and "Traceback" not in wrong.stderr
