@@ -416,8 +416,12 @@ def _stage(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles, arrays: list[Arr
         else:
             kinds.append(("id", 0))
             shape.append(int(scop.array(array).shape[len(kinds) - 1]))
-    if len(shape) > 1 and shape[-1] % 32 == 0:
-        shape[-1] += 1  # a padded row: threads of a warp reading down a column hit different banks
+    x_dimension = f"d{tiles.mapped[-1]}" if tiles.mapped else None
+    if len(shape) > 1 and shape[-1] % 32 == 0 and x_dimension in iterators[:-1]:
+        # consecutive threads (x) read down a column: a padded row puts them in different
+        # banks. (Along a row they read consecutive words, or one word: no conflict, and
+        # rows stay 16-byte aligned for vector loads.)
+        shape[-1] += 1
     source = scop.array(array)
     shared = ArrayInfo(f"{array}_shared", tuple(shape), source.dtype, SCRATCH, f"{source.tensor} (shared memory)")
     arrays.append(shared)

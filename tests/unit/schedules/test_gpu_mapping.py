@@ -126,9 +126,17 @@ def test_tree_has_blocks_threads_and_barriers_around_the_staging_copies(matmul):
     assert launch.grid == (3, 3, 1) and launch.block == (8, 8, 1)
     assert launch.shared_arrays == ("A0_shared", "A1_shared")
     assert launch.private_arrays == (("A3_private", (2, 4)),)  # each thread's 2x4 accumulators
-    # A tile 16 x 8, B tile 8 x 32 padded to 33 against bank conflicts, each rounded to 16 bytes
-    assert scheduled.scop.array("A1_shared").shape == (8, 33)
-    assert launch.shared_memory_bytes == 16 * 8 * 4 + -(-8 * 33 * 4 // 16) * 16
+    # A tile 16 x 8, B tile 8 x 32: consecutive threads (x: d1) read along B's rows, no padding
+    assert scheduled.scop.array("A1_shared").shape == (8, 32)
+    assert launch.shared_memory_bytes == 16 * 8 * 4 + 8 * 32 * 4
+
+
+def test_a_tile_read_down_its_columns_by_consecutive_threads_is_padded():
+    kernel = kernels_of(graph_matmul_bias_relu(m=37, k=45, n=70, transpose_b=True))[0]  # B[d1, r0]
+    recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 1), reduction_tile_sizes=(32,), shared_memory=("A1",))
+    scheduled = schedule_scop(kernel.scop, recipe)
+    assert scheduled.scop.array("A1_shared").shape == (32, 33)  # 32 threads of a warp on 33 banks apart
+    assert roundtrip(kernel, recipe, threads=1).error is None
 
 
 def test_a_mapped_dimension_that_carries_a_dependence_is_rejected():
