@@ -9,7 +9,10 @@ recipe (:class:`polytf.targets.cuda.CudaTarget` search space, offline device lim
    barriers as nothing, shared memory as scratch arrays) and compared with the kernel's
    numpy reference (rtol 1e-4, atol 1e-5 * max|reference| + 1e-6).
 
-    python results/cuda_ptx_check.py [MODEL ...]
+    python results/cuda_ptx_check.py [MODEL ...] [--batch B] [--out FILE.md]
+
+``--batch 32 resnet50 transformer_encoder`` checks the kernels the issue's batch-32 models
+get (their shapes differ: the batch is folded into the grid).
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ ARCHITECTURES = ("sm_80", "sm_90")
 CHECK = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)
 
 
-def check_model(name: str, directory: Path, targets: dict[str, CudaTarget], cpu: CpuTarget, seen: set[str]) -> dict:
-    prepared = prepare_model(write_model(name, directory / f"{name}.pb"), fallback=False)
+def check_model(name: str, directory: Path, targets: dict[str, CudaTarget], cpu: CpuTarget, seen: set[str], batch: int = 1) -> dict:
+    prepared = prepare_model(write_model(name, directory / f"{name}.pb", batch=batch), fallback=False)
     row = {"model": name, "kernels": 0, "assembled": 0, "spilling": 0, "max_registers": 0, "cpu_ok": 0, "failures": [], "worst_error": 0.0}
     for kernel in prepared.kernels:
         fingerprint = kernel.scop.fingerprint()
@@ -68,6 +71,7 @@ def check_model(name: str, directory: Path, targets: dict[str, CudaTarget], cpu:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=MODELS)
+    parser.add_argument("--batch", type=int, default=1, help="leading input dimension of every model (default 1)")
     parser.add_argument("--out", default=str(Path(__file__).with_name("cuda_ptx_check.md")))
     args = parser.parse_args()
     targets = {a: CudaTarget(compute_capability=a) for a in ARCHITECTURES}
@@ -78,14 +82,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         for name in args.models:
             began = time.perf_counter()
-            row = check_model(name, Path(directory), targets, cpu, seen)
+            row = check_model(name, Path(directory), targets, cpu, seen, args.batch)
             row["seconds"] = time.perf_counter() - began
             rows.append(row)
             print(f"{name}: {row['kernels']} new kernels, {row['assembled']} assembled, {row['cpu_ok']} correct on the CPU, {len(row['failures'])} failures ({row['seconds']:.0f} s)", flush=True)
     lines = [
         "# CUDA target without a GPU: PTX assembled, GPU-mapped default recipes run on the CPU",
         "",
-        f"`python results/cuda_ptx_check.py` on an {platform.machine()} machine ({os.cpu_count()} cores, no GPU), {time.perf_counter() - start:.0f} s in all.",
+        f"`python results/cuda_ptx_check.py{' --batch ' + str(args.batch) if args.batch != 1 else ''}` on an {platform.machine()} machine ({os.cpu_count()} cores, no GPU), "
+        f"{time.perf_counter() - start:.0f} s in all; batch {args.batch}.",
         f"ptxas: `{find_ptxas().name if find_ptxas() else 'none'}` from the nvidia-cuda-nvcc wheel; LLVM emits PTX for {', '.join(f'{a} (+ptx{t.ptx_version})' for a, t in targets.items())}.",
         "Each kernel once (identical kernels of later models are skipped). The CPU run executes the GPU schedule tree with its",
         "block and thread loops as ordinary loops and barriers as nothing, against the kernel's numpy reference",

@@ -29,6 +29,8 @@ REDUCTION_TILES = (0, 1, 2, 4, 8, 16, 32, 64)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
 #: threads per block of the default recipe
 DEFAULT_THREADS = 256
+#: extent from which a contraction's default thread tile is 8x8 (else 4x4)
+LARGE_EXTENT = 2048
 #: fewest threads per block the default recipe gives up to spread work over the SMs
 MIN_THREADS = 64
 #: SMs assumed without a device (an A100 has 108, an H100 SXM 132)
@@ -181,13 +183,15 @@ class GpuSearchSpace:
     def default_recipe(self) -> ScheduleRecipe:
         """The untuned recipe: about :data:`DEFAULT_THREADS` threads per block. A contraction
         (an anchor with a reduction) gets 4x4 points per thread over the two innermost
-        dimensions, 16x16 threads, a reduction tile of 16 and its operands staged in shared
+        dimensions (8x8 from :data:`LARGE_EXTENT`), 16x16 threads, a reduction tile of 16 and its operands staged in shared
         memory (the classic tiled SGEMM; a reduction of at most 16, e.g. a convolution's filter
         rows, tiles of 1); other kernels one point per thread, the innermost
         dimension across the threads of a warp. Dimensions folded into z get one block per
         value. Then, while the grid has fewer than two blocks per SM and a block more than
         :data:`MIN_THREADS` threads, the block tiles of y (then x) are halved."""
         contraction = bool(self.reduction_iterators) and self.depth >= 2
+        # a large GEMM: 8x8 points per thread (128x128 blocks) still leaves a block per SM
+        large = contraction and min(self.extents[-2:]) >= LARGE_EXTENT
         params: dict = {}
         budget = DEFAULT_THREADS
         for position, k in enumerate(reversed(self.mapped)):
@@ -197,7 +201,7 @@ class GpuSearchSpace:
             if not self.coincident[k]:
                 params[f"block_tile_d{k}"], params[f"thread_tile_d{k}"] = 0, self.extents[k]
                 continue
-            thread = 4 if contraction and position < 2 and self.extents[k] >= 16 else 1
+            thread = (8 if large else 4) if contraction and position < 2 and self.extents[k] >= 16 else 1
             wanted = 16 if contraction else budget
             count = max(1, min(wanted, budget, _power_of_two_at_least(-(-self.extents[k] // thread))))
             params[f"block_tile_d{k}"], params[f"thread_tile_d{k}"] = count * thread, thread
