@@ -60,24 +60,15 @@ import islpy as isl
 
 from polytf.errors import ScheduleError
 from polytf.poly.expression import Load
-from polytf.poly.scop import Scop, balanced_union
+from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
 from polytf.schedules.gpu_mapping import GpuLaunch, map_to_gpu
 from polytf.schedules.marks import MicrokernelMark, ParallelMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
+from polytf.schedules.tree_nodes import insert_statement_sequence, partial_schedule, union_domain
 from polytf.schedules.validation import TargetLimits, validate_recipe
-
-
-def _member(statements: list[Statement], expression_of) -> str:
-    parts = "; ".join(f"{s.name}[{', '.join(s.iterators)}] -> [({expression_of(s)})]" for s in statements)
-    return f"{{ {parts} }}"
-
-
-def _band(statements: list[Statement], expressions: list) -> isl.MultiUnionPwAff:
-    members = ", ".join(_member(statements, e) for e in expressions)
-    return isl.MultiUnionPwAff(f"[{members}]")
 
 
 @dataclass(frozen=True)
@@ -143,49 +134,36 @@ def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, reci
     band = inner_band(scop, statement, recipe)
     levels = 0
     if band.band:
-        node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.band])).child(0)
+        node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.band])).child(0)
         levels += 1
     if band.microkernel_registers:
         node = node.insert_mark(microkernel_mark(recipe, band.microkernel_registers).to_id()).child(0)
         levels += 1
         if band.microkernel_reductions:
-            node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
+            node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
             levels += 1
-        node = node.insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in band.microkernel_registers])).child(0)
+        node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_registers])).child(0)
         levels += 1
     for _ in range(levels):
         node = node.parent()
     return node
 
 
-def _union_domain(statements) -> isl.UnionSet:
-    empty = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    return balanced_union([isl.UnionSet.from_set(s.domain()) for s in statements], empty)
-
-
 def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
     statements = list(main_statements(scop))
     depth = shared_band_depth(scop)
-    schedule = isl.Schedule.from_domain(_union_domain(statements))
+    schedule = isl.Schedule.from_domain(union_domain(statements))
     node = schedule.get_root().child(0)
     if depth:
         outer = []
         for k in recipe.tile_order:
             size = recipe.tile_sizes[k]
             outer.append((lambda s, k=k, size=size: f"floor((d{k})/{size})") if size > 0 else (lambda s, k=k: f"d{k}"))
-        node = node.insert_partial_schedule(_band(statements, outer))
+        node = node.insert_partial_schedule(partial_schedule(statements, outer))
         for position in range(depth):
             node = node.band_member_set_coincident(position, True)
         node = mark_parallel_loop(node) if recipe.parallel else node.child(0)
-    if len(statements) > 1:
-        filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
-        for s in statements:
-            filters = filters.add(isl.UnionSet.from_set(s.domain()))
-        node = node.insert_sequence(filters)
-        for index, s in enumerate(statements):
-            node = _insert_inner(node.child(index).child(0), scop, s, recipe).parent().parent()
-    else:
-        node = _insert_inner(node, scop, statements[0], recipe)
+    node = insert_statement_sequence(node, statements, lambda below, s: _insert_inner(below, scop, s, recipe))
     return node.get_schedule()
 
 
@@ -193,7 +171,7 @@ def _copy_schedule(statement: Statement, parallel: bool = False) -> isl.Schedule
     """A copy statement iterates in the order of the index it writes (contiguous stores)."""
     schedule = isl.Schedule.from_domain(isl.UnionSet.from_set(statement.domain()))
     expressions = [index.to_isl() for index in statement.write.index]
-    node = schedule.get_root().child(0).insert_partial_schedule(_band([statement], [lambda _, e=e: e for e in expressions]))
+    node = schedule.get_root().child(0).insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in expressions]))
     for position in range(len(expressions)):
         node = node.band_member_set_coincident(position, True)
     isolated = _full_rows(statement, node.band_get_partial_schedule())

@@ -53,12 +53,13 @@ import islpy as isl
 
 from polytf.errors import ScheduleError
 from polytf.poly.expression import Access, AffineExpr, Load, Modulo
-from polytf.poly.scop import ArrayInfo, Scop, balanced_union
+from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import SCRATCH, _replace_load, apply_data_layout, plain_iterators
 from polytf.schedules.marks import HARDWARE_DIMENSIONS, BarrierMark, GpuMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
+from polytf.schedules.tree_nodes import insert_statement_sequence, partial_schedule, union_domain
 
 #: op of the copy statements that stage an operand in shared memory
 SHARED_COPY_OP = "polytf.shared_copy"
@@ -260,22 +261,13 @@ def stageable_operands(scop: Scop) -> tuple[str, ...]:
     )
 
 
-def _member(statements, expression_of) -> str:
-    parts = "; ".join(f"{s.name}[{', '.join(s.iterators)}] -> [({expression_of(s)})]" for s in statements)
-    return f"{{ {parts} }}"
-
-
-def _band(statements, expressions: list) -> isl.MultiUnionPwAff:
-    return isl.MultiUnionPwAff(f"[{', '.join(_member(statements, e) for e in expressions)}]")
-
-
 def _constant(text: str):
     return lambda _statement, text=text: text
 
 
 def _insert_band(node: isl.ScheduleNode, statements, expressions: list[str], coincident: bool = False) -> isl.ScheduleNode:
     """Insert a band of ``expressions`` (the same for each statement) at ``node``; returns the band."""
-    node = node.insert_partial_schedule(_band(statements, [_constant(e) for e in expressions]))
+    node = node.insert_partial_schedule(partial_schedule(statements, [_constant(e) for e in expressions]))
     if coincident:
         for position in range(len(expressions)):
             node = node.band_member_set_coincident(position, True)
@@ -338,22 +330,12 @@ def _statement_subtree(node: isl.ScheduleNode, scop: Scop, statement: Statement,
 
 def _tree(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles) -> isl.Schedule:
     statements = list(main_statements(scop))
-    empty = isl.UnionSet.empty(isl.Space.params_alloc(isl.DEFAULT_CONTEXT, 0))
-    schedule = isl.Schedule.from_domain(balanced_union([isl.UnionSet.from_set(s.domain()) for s in statements], empty))
-    node = schedule.get_root().child(0)
+    node = isl.Schedule.from_domain(union_domain(statements)).get_root().child(0)
     if tiles.mapped:
         blocks, hardware = _block_expressions(tiles)
         node = _insert_band(node, statements, blocks, coincident=True)
         node = node.insert_mark(GpuMark("blocks", tuple(range(len(blocks))), hardware).to_id()).child(0).child(0)
-    if len(statements) > 1:
-        filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
-        for s in statements:
-            filters = filters.add(isl.UnionSet.from_set(s.domain()))
-        node = node.insert_sequence(filters)
-        for index, s in enumerate(statements):
-            node = _up_to_sequence(_statement_subtree(node.child(index).child(0), scop, s, recipe, tiles))
-    else:
-        node = _statement_subtree(node, scop, statements[0], recipe, tiles)
+    node = insert_statement_sequence(node, statements, lambda below, s: _statement_subtree(below, scop, s, recipe, tiles))
     return node.get_schedule()
 
 

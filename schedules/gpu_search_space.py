@@ -18,7 +18,7 @@ from polytf.schedules.data_layout import can_zero_pad, im2col_applies
 from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, round_up, shared_memory_bytes, stageable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.search_space import _order_text, _point_orders
+from polytf.schedules.search_space import DimensionChoices, _order_text, _point_orders
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.schedules.validation import GRID_LIMITS, TargetLimits
 
@@ -45,7 +45,7 @@ def _power_of_two_at_least(value: int) -> int:
 
 
 @dataclass(frozen=True)
-class GpuSearchSpace:
+class GpuSearchSpace(DimensionChoices):
     """The GPU recipe choices of one Scop (same interface as
     :class:`~polytf.schedules.search_space.SearchSpace`: ``dimensions``, :meth:`recipe`,
     :meth:`params`, :meth:`default_recipe`, :meth:`heuristic_recipes`)."""
@@ -97,15 +97,6 @@ class GpuSearchSpace:
         dims.append(("pad", (False, True) if float_only and can_zero_pad(scop) else (False,)))
         dims.append(("algorithm", ("direct", "im2col") if float_only and im2col_applies(scop) else ("direct",)))
         return GpuSearchSpace(tuple(dims), depth, mapped, extents, coincident, anchor.reduction_iterators, stageable, limits, scop, multiprocessors)
-
-    def choices(self, name: str) -> tuple:
-        return dict(self.dimensions)[name]
-
-    def size(self) -> int:
-        total = 1
-        for _, values in self.dimensions:
-            total *= len(values)
-        return total
 
     def recipe(self, params: dict) -> ScheduleRecipe:
         """The recipe for one assignment of every dimension, made to fit the limits: thread
@@ -175,10 +166,6 @@ class GpuSearchSpace:
         result["pad"] = recipe.pad
         result["algorithm"] = recipe.algorithm
         return result
-
-    def contains(self, recipe: ScheduleRecipe) -> bool:
-        params = self.params(recipe)
-        return all(params[name] in values for name, values in self.dimensions)
 
     def default_recipe(self) -> ScheduleRecipe:
         """The untuned recipe: about :data:`DEFAULT_THREADS` threads per block. A contraction

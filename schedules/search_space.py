@@ -105,8 +105,30 @@ def _point_orders(iterators: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(_order_text(o) for o in unique)
 
 
+class DimensionChoices:
+    """What every search space (the CPU's, :class:`SearchSpace`; the GPU's,
+    :class:`~polytf.schedules.gpu_search_space.GpuSearchSpace`) does with its
+    ``dimensions``, ``((name, choices), ...)``, and its ``params(recipe)``."""
+
+    dimensions: tuple[tuple[str, tuple], ...]
+
+    def choices(self, name: str) -> tuple:
+        return dict(self.dimensions)[name]
+
+    def size(self) -> int:
+        """Recipes in the space (the product of the dimensions' choices)."""
+        total = 1
+        for _, values in self.dimensions:
+            total *= len(values)
+        return total
+
+    def contains(self, recipe: ScheduleRecipe) -> bool:
+        params = self.params(recipe)
+        return all(params[name] in values for name, values in self.dimensions)
+
+
 @dataclass(frozen=True)
-class SearchSpace:
+class SearchSpace(DimensionChoices):
     """The legal recipe choices of one Scop, for a given thread count."""
 
     dimensions: tuple[tuple[str, tuple], ...]
@@ -210,15 +232,6 @@ class SearchSpace:
             params["pack"] = "panels" if "panels" in self.choices("pack") else "none"
         return params
 
-    def choices(self, name: str) -> tuple:
-        return dict(self.dimensions)[name]
-
-    def size(self) -> int:
-        total = 1
-        for _, values in self.dimensions:
-            total *= len(values)
-        return total
-
     def recipe(self, params: dict) -> ScheduleRecipe:
         """The recipe for one assignment of every dimension."""
         tiles = [int(params[f"tile_d{k}"]) for k in range(self.depth)]
@@ -296,10 +309,6 @@ class SearchSpace:
                 rounded = {c: max(size, (c if c else -(-self.extents[k] // size) * size) // size * size) for c in choices}
                 result[f"tile_d{k}"] = next((c for c, t in rounded.items() if t == result[f"tile_d{k}"]), result[f"tile_d{k}"])
         return result
-
-    def contains(self, recipe: ScheduleRecipe) -> bool:
-        params = self.params(recipe)
-        return all(params[name] in values for name, values in self.dimensions)
 
     def default_recipe(self) -> ScheduleRecipe:
         """The untuned recipe: the analytic blocking of :mod:`polytf.schedules.analytic_recipe`

@@ -30,7 +30,7 @@ from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.compile_driver import emit_kernel
 from polytf.targets.host_caches import host_cache_sizes
 from polytf.targets.llvm_codegen import KernelModuleBuilder
-from polytf.targets.target import CompiledKernel, Target
+from polytf.targets.target import CompiledKernel, Target, parse_verified
 
 _LOCK = threading.Lock()
 KERNEL_FUNCTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)
@@ -175,11 +175,7 @@ class CpuTarget(Target):
         Raises:
             CompileError: LLVM rejected the module (a polytf bug: please report it).
         """
-        try:
-            module = llvm.parse_assembly(ir_text)
-            module.verify()
-        except RuntimeError as error:
-            raise CompileError(f"LLVM rejected the IR of kernel {kernel}: {error}") from None
+        module = parse_verified(ir_text, kernel)
         options = llvm.create_pipeline_tuning_options(speed_level=self.config.optimization_level)
         options.loop_vectorization = True
         options.slp_vectorization = True

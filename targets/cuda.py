@@ -34,7 +34,7 @@ from polytf.schedules.gpu_search_space import GpuSearchSpace
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.validation import TargetLimits
 from polytf.targets.nvptx_codegen import NvptxModuleBuilder, global_arrays, kernel_names
-from polytf.targets.target import Target
+from polytf.targets.target import Target, parse_verified
 
 TRIPLE = "nvptx64-nvidia-cuda"
 #: compute capability -> the PTX ISA version it needs (as LLVM's ``+ptxNN`` feature)
@@ -335,11 +335,7 @@ class CudaTarget(Target):
         Raises:
             CompileError: LLVM rejected the module (a polytf bug).
         """
-        try:
-            module = llvm.parse_assembly(code)
-            module.verify()
-        except RuntimeError as error:
-            raise CompileError(f"LLVM rejected the NVPTX IR of kernel {kernel}: {error}") from None
+        module = parse_verified(code, kernel, "NVPTX ")
         options = llvm.create_pipeline_tuning_options(speed_level=self.config.optimization_level)
         options.loop_unrolling = True
         pass_builder = llvm.create_pass_builder(self.target_machine, options)

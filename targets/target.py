@@ -11,7 +11,9 @@ import ctypes
 from dataclasses import dataclass, field
 
 import islpy as isl
+import llvmlite.binding as llvm
 
+from polytf.errors import CompileError
 from polytf.poly.access_bounds import array_bytes
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
@@ -77,6 +79,20 @@ class CompiledKernel:
         if len(array_table) != len(self.arrays):
             raise ValueError(f"kernel {self.scop.name} takes {len(self.arrays)} arrays, the table has {len(array_table)}")
         self.function(array_table, int(threads))
+
+
+def parse_verified(code: str, kernel: str, dialect: str = "") -> llvm.ModuleRef:
+    """LLVM IR text (``dialect``: ``"NVPTX "`` for messages) parsed and verified.
+
+    Raises:
+        CompileError: LLVM rejected the module (a polytf bug: please report it).
+    """
+    try:
+        module = llvm.parse_assembly(code)
+        module.verify()
+    except RuntimeError as error:
+        raise CompileError(f"LLVM rejected the {dialect}IR of kernel {kernel}: {error}") from None
+    return module
 
 
 class Target(abc.ABC):

@@ -309,7 +309,7 @@ def run_cuda_bench(
     """
     from polytf.bench.cuda_baselines import check_fp32_settings
     from polytf.bench.machine import describe_machine
-    from polytf.bench.report import first_line, write_report
+    from polytf.bench.report import conclude_run, write_report
     from polytf.bench.runner import BenchDisplay
 
     console = console or Console(stderr=True)
@@ -369,23 +369,7 @@ def run_cuda_bench(
             result["failure"] = str(error)
             write_report(result, options.out)
             raise
-    paths = write_report(result, options.out)
-    if result["rows"]:
-        stdout.print(_summary_table(result["rows"]))
-    if code == 130:
-        console.print(f"[yellow]interrupted: {len(result['rows'])} finished row(s) written[/]")
-    stdout.print(f"wrote {', '.join(str(p) for p in paths)}")
-    failed = [row for row in result["rows"] if row.get("error")]
-    if failed and code == 0:
-        from rich.markup import escape
-
-        console.print(
-            f"[bold red]error:[/] {len(failed)} of {len(result['rows'])} row(s) failed: "
-            + "; ".join(escape(f"{row['entry']}: {first_line(row['error'])}") for row in failed),
-            highlight=False,
-        )
-        code = 1
-    return code
+    return conclude_run(result, options.out, code, _summary_table, lambda row: row["entry"], console, stdout)
 
 
 def _row_or_failure(run: _CudaRun, workload: Workload, display: Any) -> dict[str, Any]:

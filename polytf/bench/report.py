@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -407,3 +408,34 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def conclude_run(result: dict[str, Any], out: str | Path, code: int, summary_table: Callable[[list], Any], row_label: Callable[[dict], str], console: Any, stdout: Any) -> int:
+    """The end of a ``polytf bench`` run: write the report, print the summary table, say
+    whether it was interrupted and which rows failed.
+
+    Args:
+        code: the run's exit code so far (0, or 130 when interrupted).
+        summary_table: the runner's table of its rows (printed when there are rows).
+        row_label: how a failed row is named (``"mlp:64 (2 threads)"``).
+
+    Returns:
+        ``code``, or 1 when it was 0 and some rows failed.
+    """
+    from rich.markup import escape
+
+    paths = write_report(result, out)
+    if result["rows"]:
+        stdout.print(summary_table(result["rows"]))
+    if code == 130:
+        console.print(f"[yellow]interrupted: {len(result['rows'])} finished row(s) written[/]")
+    stdout.print(f"wrote {', '.join(str(p) for p in paths)}")
+    failed = [row for row in result["rows"] if row.get("error")]
+    if failed and code == 0:
+        console.print(
+            f"[bold red]error:[/] {len(failed)} of {len(result['rows'])} row(s) failed: "
+            + "; ".join(escape(f"{row_label(row)}: {first_line(row['error'])}") for row in failed),
+            highlight=False,
+        )
+        code = 1
+    return code

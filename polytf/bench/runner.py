@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import statistics
 import tempfile
 import time
@@ -32,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from polytf.bench.accuracy import WrongResultError, check_outputs
-from polytf.bench.report import columns, first_line
+from polytf.bench.report import columns, conclude_run
 from polytf.bench.suite import DEFAULT_SUITE, Workload, resolve_entries
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.runtime.sample_inputs import sample_inputs
@@ -443,7 +442,6 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
     result["notes"].append(
         "numpy runs the op registry's reference code: np.matmul (BLAS) for MatMul; Conv2D as float64 np.tensordot per filter tap."
     )
-    paths = None
     code = 0
     with tempfile.TemporaryDirectory(prefix="polytf-bench-") as folder:
         run = _Run(options, console, Path(folder))
@@ -455,34 +453,18 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
                         display.rows, description=f"[{index + 1}/{len(steps)}] {workload.label}, {threads} thread(s)"
                     )
                     result["rows"].append(_row_or_failure(run, workload, threads, display, result))
-                    paths = write_report(result, options.out)
+                    write_report(result, options.out)
                     display.progress.advance(display.rows)
         except KeyboardInterrupt:
             result["interrupted"] = True
             code = 130
         except PolytfError as error:
             result["failure"] = str(error)
-            paths = write_report(result, options.out)
+            write_report(result, options.out)
             raise
         finally:
             run.close()
-    paths = write_report(result, options.out)
-    if result["rows"]:
-        stdout.print(_summary_table(result["rows"]))
-    if code == 130:
-        console.print(f"[yellow]interrupted: {len(result['rows'])} finished row(s) written[/]")
-    stdout.print(f"wrote {', '.join(os.fspath(p) for p in paths)}")
-    failed = [row for row in result["rows"] if row.get("error")]
-    if failed and code == 0:
-        from rich.markup import escape
-
-        console.print(
-            f"[bold red]error:[/] {len(failed)} of {len(result['rows'])} row(s) failed: "
-            + "; ".join(escape(f"{row['entry']} ({row['threads']} threads): {first_line(row['error'])}") for row in failed),
-            highlight=False,
-        )
-        code = 1
-    return code
+    return conclude_run(result, options.out, code, _summary_table, lambda row: f"{row['entry']} ({row['threads']} threads)", console, stdout)
 
 
 def _measure_peaks(result: dict[str, Any], thread_counts: list[int], display: BenchDisplay) -> None:
