@@ -546,6 +546,51 @@ def _mappings(statements, tiles: GpuTiles) -> list[StatementMapping]:
     return [StatementMapping(statement.name, blocks, threads) for statement in statements]
 
 
+def check_thread_locality(scop: Scop, tiles: GpuTiles) -> None:
+    """Every dependence between the statements of one launch joins instances of one thread
+    (the same block and thread coordinates), so that no barrier is needed between them:
+    ``{ (s -> t) in D : coordinates(s) != coordinates(t) } = {}``. Each statement has its own
+    threads band, so the parallel-member check of :func:`check_legality` sees only the
+    dependences inside one statement; this one sees those between statements (an epilogue
+    that would read its producer's value at another thread's point).
+
+    Raises:
+        ScheduleError: naming the dependence kind, the statements and one instance pair.
+    """
+    from polytf.schedules.legality import dependences_of
+
+    statements = main_statements(scop)
+    coordinates = [f"floor(d{k}/{tiles.block_tiles[k]})" for k in tiles.mapped] + [f"floor(d{k}/{tiles.thread_tiles[k]})" for k in tiles.threaded]
+    if not coordinates:
+        return
+    pieces = "; ".join(f"{s.name}[{', '.join(s.iterators)}] -> [{', '.join(coordinates)}]" for s in statements)
+    where = isl.UnionMap(f"{{ {pieces} }}")
+    names = ", ".join(f"x{i}" for i in range(len(coordinates)))
+    same = isl.UnionMap(f"{{ [{names}] -> [{names}] }}")
+    for kind, dependence in dependences_of(scop).named():
+        crossing = dependence.apply_domain(where).apply_range(where).subtract(same)
+        if crossing.is_empty():
+            continue
+        example = None
+        for relation in _maps(dependence):
+            mapped = isl.UnionMap.from_map(relation).apply_domain(where).apply_range(where).subtract(same)
+            if not mapped.is_empty():
+                example = relation
+                break
+        source, sink = example.get_tuple_name(isl.dim_type.in_), example.get_tuple_name(isl.dim_type.out)
+        raise ScheduleError(
+            f"kernel {scop.name}: the GPU mapping puts the two ends of the {kind} dependence {source} -> {sink} "
+            f"(nodes '{scop.statement(source).node}' -> '{scop.statement(sink).node}') on different threads with no barrier "
+            f"between them, e.g. {example.wrap().sample_point()}"
+        )
+
+
+def _maps(union: isl.UnionMap) -> list[isl.Map]:
+    found: list[isl.Map] = []
+    union.foreach_map(found.append)
+    return found
+
+
 def _copy_phase(prepared: Scop, copy: Statement) -> tuple[isl.Schedule, GpuLaunch]:
     """A data-layout copy (zero-padding, im2col) as a launch of its own before the kernel's
     (a grid-wide barrier between them: the stream's order): its ``d*`` dimensions mapped as
@@ -582,6 +627,8 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
         from polytf.schedules.legality import check_legality
 
         check_legality(prepared, schedule)
+        main = Scop(prepared.name, main_statements(prepared), prepared.arrays, prepared.ops)
+        check_thread_locality(main, tiles)
     mappings = _mappings(main_statements(prepared), tiles)
     arrays, copies = list(prepared.arrays), []
     shared = ()

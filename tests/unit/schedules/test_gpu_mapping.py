@@ -196,3 +196,29 @@ def test_gpu_marks_round_trip_through_their_names():
         assert decode_mark(mark.name()) == mark
     assert decode_mark("gpu_threads c1:x,c2:x") is None  # one hardware dimension twice
     assert decode_mark("gpu_blocks c1:w") is None
+
+
+def _reversed_epilogue():
+    """``T[d0] = 2 * A[d0]`` then ``B[d0] = T[7 - d0]``: the epilogue reads its producer's
+    value at another point, which another thread computes."""
+    from roundtrip import ScopKernel
+
+    from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
+    from polytf.poly.scop import ArrayInfo, Scop
+    from polytf.poly.statement import Statement
+
+    produce = Statement("S0", ("d0",), (8,), Access.of("T", "d0"), Binary("mul", Constant(2.0), Load(Access.of("A", "d0"))))
+    consume = Statement("S1", ("d0",), (8,), Access.of("B", "d0"), Load(Access("T", (AffineExpr.combine((-1, "d0"), constant=7),))))
+    arrays = (ArrayInfo("A", (8,), "float32", "input"), ArrayInfo("T", (8,), "float32", "temporary"), ArrayInfo("B", (8,), "float32", "output"))
+    return ScopKernel(Scop("reversed", (produce, consume), arrays))
+
+
+def test_a_dependence_between_statements_on_different_threads_is_rejected():
+    kernel = _reversed_epilogue()
+    with pytest.raises(ScheduleError, match=r"RAW dependence S0 -> S1 .* on different threads"):
+        schedule_scop(kernel.scop, ScheduleRecipe(gpu=True, tile_sizes=(8,), thread_tile_sizes=(1,)))
+    with pytest.raises(ScheduleError, match="RAW dependence S0 -> S1"):  # on different blocks: the blocks band reverses it
+        schedule_scop(kernel.scop, ScheduleRecipe(gpu=True, tile_sizes=(4,), thread_tile_sizes=(4,)))
+    one_thread = ScheduleRecipe(gpu=True, tile_sizes=(8,), thread_tile_sizes=(8,))
+    result = roundtrip(kernel, one_thread, threads=1)
+    assert result.verdict == LEGAL and result.error is None
