@@ -9,10 +9,14 @@ recipe (:class:`polytf.targets.cuda.CudaTarget` search space, offline device lim
    barriers as nothing, shared memory as scratch arrays) and compared with the kernel's
    numpy reference (rtol 1e-4, atol 1e-5 * max|reference| + 1e-6).
 
-    python results/cuda_ptx_check.py [MODEL ...] [--batch B] [--out FILE.md]
+3. with ``--e2e``: the whole model is run by the CUDA runtime (:class:`CudaModel`) on the
+   CPU emulation of the device (each kernel's GPU schedule compiled for the CPU) and
+   compared with TensorFlow running the same GraphDef (the e2e tolerance).
 
-``--batch 32 resnet50 transformer_encoder`` checks the kernels the issue's batch-32 models
-get (their shapes differ: the batch is folded into the grid).
+    python results/cuda_ptx_check.py [MODEL ...] [--batch B] [--e2e] [--out FILE.md]
+
+``--batch 32 --e2e resnet50 transformer_encoder`` checks the issue's batch-32 models (their
+kernels differ: the batch is folded into the grid).
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from polytf.autotune.measure import KernelBench
 from polytf.config import MeasurementConfig
@@ -38,9 +45,35 @@ ARCHITECTURES = ("sm_80", "sm_90")
 CHECK = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)
 
 
-def check_model(name: str, directory: Path, targets: dict[str, CudaTarget], cpu: CpuTarget, seen: set[str], batch: int = 1) -> dict:
-    prepared = prepare_model(write_model(name, directory / f"{name}.pb", batch=batch), fallback=False)
-    row = {"model": name, "kernels": 0, "assembled": 0, "spilling": 0, "max_registers": 0, "cpu_ok": 0, "failures": [], "worst_error": 0.0}
+def end_to_end(path: Path, prepared, target: CudaTarget) -> tuple[float, bool]:
+    """The model on the emulated device against TensorFlow: (max error / max |reference|, within tolerance)."""
+    from polytf.model_zoo import run_graphdef_with_tensorflow
+    from polytf.model_zoo.language_models import zoo_inputs
+    from polytf.runtime.cuda_model import build_cuda_model
+    from polytf.runtime.emulated_device import EmulatedDevice
+
+    model = build_cuda_model(prepared, target=target, backend=EmulatedDevice())
+    feeds = zoo_inputs(model.input_types, seed=7)
+    (output,) = model.output_names
+    got = model(**feeds)[output]
+    reference = run_graphdef_with_tensorflow(path, feeds, [output])[output]
+    scale = float(np.max(np.abs(reference)))
+    return float(np.max(np.abs(got - reference))) / scale, bool(np.allclose(got, reference, rtol=1e-4, atol=1e-5 * scale + 1e-6))
+
+
+def check_model(name: str, directory: Path, targets: dict[str, CudaTarget], cpu: CpuTarget, seen: set[str], batch: int = 1, e2e: bool = False) -> dict:
+    path = write_model(name, directory / f"{name}.pb", batch=batch)
+    prepared = prepare_model(path, fallback=False)
+    row = {"model": name, "kernels": 0, "assembled": 0, "spilling": 0, "max_registers": 0, "cpu_ok": 0, "failures": [], "worst_error": 0.0, "e2e": "not run"}
+    if e2e:
+        try:
+            relative, ok = end_to_end(path, prepared, targets[ARCHITECTURES[-1]])
+            row["e2e"] = f"{relative:.2e} ({'within' if ok else 'OUTSIDE'} tolerance)"
+            if not ok:
+                row["failures"].append(f"{name}: the CUDA model on the emulated device differs from TensorFlow by {relative:.2e} of max |reference|")
+        except Exception as error:  # reported in the table
+            row["e2e"] = "failed"
+            row["failures"].append(f"{name} end to end: {error}"[:300])
     for kernel in prepared.kernels:
         fingerprint = kernel.scop.fingerprint()
         if fingerprint in seen:
@@ -72,6 +105,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=MODELS)
     parser.add_argument("--batch", type=int, default=1, help="leading input dimension of every model (default 1)")
+    parser.add_argument("--e2e", action="store_true", help="also run each whole model on the emulated device against TensorFlow")
     parser.add_argument("--out", default=str(Path(__file__).with_name("cuda_ptx_check.md")))
     args = parser.parse_args()
     targets = {a: CudaTarget(compute_capability=a) for a in ARCHITECTURES}
@@ -82,26 +116,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         for name in args.models:
             began = time.perf_counter()
-            row = check_model(name, Path(directory), targets, cpu, seen, args.batch)
+            row = check_model(name, Path(directory), targets, cpu, seen, args.batch, args.e2e)
             row["seconds"] = time.perf_counter() - began
             rows.append(row)
             print(f"{name}: {row['kernels']} new kernels, {row['assembled']} assembled, {row['cpu_ok']} correct on the CPU, {len(row['failures'])} failures ({row['seconds']:.0f} s)", flush=True)
     lines = [
         "# CUDA target without a GPU: PTX assembled, GPU-mapped default recipes run on the CPU",
         "",
-        f"`python results/cuda_ptx_check.py{' --batch ' + str(args.batch) if args.batch != 1 else ''}` on an {platform.machine()} machine ({os.cpu_count()} cores, no GPU), "
+        f"`python results/cuda_ptx_check.py {' '.join(sys.argv[1:])}`".replace(" `", "`") + f" on an {platform.machine()} machine ({os.cpu_count()} cores, no GPU), "
         f"{time.perf_counter() - start:.0f} s in all; batch {args.batch}.",
         f"ptxas: `{find_ptxas().name if find_ptxas() else 'none'}` from the nvidia-cuda-nvcc wheel; LLVM emits PTX for {', '.join(f'{a} (+ptx{t.ptx_version})' for a, t in targets.items())}.",
         "Each kernel once (identical kernels of later models are skipped). The CPU run executes the GPU schedule tree with its",
         "block and thread loops as ordinary loops and barriers as nothing, against the kernel's numpy reference",
         "(rtol 1e-4, atol 1e-5 x max|reference| + 1e-6).",
         "",
-        "| model | kernels | PTX assembled for sm_80 and sm_90 | kernels spilling | max registers / thread | correct on the CPU | worst abs error | s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | kernels | PTX assembled for sm_80 and sm_90 | kernels spilling | max registers / thread | correct on the CPU | worst abs error | whole model vs TF (max err / max ref) | s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['model']} | {row['kernels']} | {row['assembled']} | {row['spilling']} | {row['max_registers']} | {row['cpu_ok']} | {row['worst_error']:.2e} | {row['seconds']:.0f} |"
+            f"| {row['model']} | {row['kernels']} | {row['assembled']} | {row['spilling']} | {row['max_registers']} | {row['cpu_ok']} | {row['worst_error']:.2e} | {row['e2e']} | {row['seconds']:.0f} |"
         )
     failures = [f for row in rows for f in row["failures"]]
     lines += ["", f"Failures: {len(failures)}", *[f"- {f}" for f in failures]]
