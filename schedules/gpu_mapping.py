@@ -422,9 +422,25 @@ def _stage(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles, arrays: list[Arr
     return _Staging(array, shared, tuple(kinds), copy), redirected
 
 
+#: float32 words a thread copies at once into shared memory (one 128-bit access)
+VECTOR_LANES = 4
+
+
+def _vector_copy(staging: _Staging) -> bool:
+    """Whether each thread copies :data:`VECTOR_LANES` consecutive words of the innermost
+    dimension (a 128-bit load and store where LLVM can prove 16-byte alignment): its tile
+    and the array's rows are multiples of 4 words, and the tile's rows are not padded."""
+    kind, size = staging.local[-1]
+    source_row = int(staging.copy.extents[-1])
+    tile_row = size if kind == "mod" else source_row
+    return kind != "zero" and tile_row % VECTOR_LANES == 0 and source_row % VECTOR_LANES == 0 and staging.shared.shape[-1] == tile_row
+
+
 def _copy_threads(staging: _Staging, tiles: GpuTiles) -> tuple[list[str], list[str], tuple[str, ...], tuple[HardwareCoordinate, ...]]:
     """Thread band, sequential band, hardware dimensions and thread coordinates of a copy:
-    its varying local dimensions, innermost first, cyclically over x, y, z."""
+    its varying local dimensions, innermost first, cyclically over x, y, z; along the
+    innermost, in runs of :data:`VECTOR_LANES` words when :func:`_vector_copy` allows
+    (consecutive threads still read consecutive 16-byte chunks: coalesced)."""
     block = dict(zip(HARDWARE_DIMENSIONS, tiles.block_shape()))
     free = [h for h in HARDWARE_DIMENSIONS if block[h] > 1]
     names = staging.copy.iterators
@@ -433,6 +449,7 @@ def _copy_threads(staging: _Staging, tiles: GpuTiles) -> tuple[list[str], list[s
         if staging.local[j][0] != "zero" and free:
             assigned[j] = free.pop(0)
     threads, sequential, hardware, coordinates = [], [], [], []
+    vector = _vector_copy(staging)
     for j, name in enumerate(names):
         kind = staging.local[j]
         if kind[0] == "zero":
@@ -440,12 +457,15 @@ def _copy_threads(staging: _Staging, tiles: GpuTiles) -> tuple[list[str], list[s
         local = _local_text(kind, name)
         if j in assigned:
             count = block[assigned[j]]
-            threads.append(f"({local}) mod {count}")
-            sequential.append(f"floor(({local})/{count})")
+            width = VECTOR_LANES if vector and j == len(names) - 1 else 1
+            threads.append(f"floor(({local})/{width}) mod {count}" if width > 1 else f"({local}) mod {count}")
+            sequential.append(f"floor(({local})/{width * count})")
             hardware.append(assigned[j])
-            coordinates.append(HardwareCoordinate(assigned[j], name, kind[1] if kind[0] == "mod" else 0, 1, count))
+            coordinates.append(HardwareCoordinate(assigned[j], name, kind[1] if kind[0] == "mod" else 0, width, count))
         else:
             sequential.append(local)
+    if vector and len(names) - 1 in assigned:  # innermost: the 4 consecutive words of one thread
+        sequential.append(f"({_local_text(staging.local[-1], names[-1])}) mod {VECTOR_LANES}")
     used = set(hardware)
     coordinates += [HardwareCoordinate(h) for h in HARDWARE_DIMENSIONS if block[h] > 1 and h not in used]
     return threads, sequential, tuple(hardware), tuple(coordinates)

@@ -33,7 +33,7 @@ from polytf.schedules.gpu_mapping import GpuLaunch
 from polytf.schedules.gpu_search_space import GpuSearchSpace
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.validation import TargetLimits
-from polytf.targets.nvptx_codegen import NvptxModuleBuilder, global_arrays, kernel_names
+from polytf.targets.nvptx_codegen import ARGUMENT_ALIGNMENT, NvptxModuleBuilder, global_arrays, kernel_names
 from polytf.targets.target import Target, parse_verified
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -233,14 +233,21 @@ class CudaKernel:
         if len(arrays) != len(self.arrays):
             raise ValueError(f"kernel {self.name} takes {len(self.arrays)} arrays, got {len(arrays)}")
         for array, info, needed in zip(arrays, self.arrays, self.argument_bytes):
-            if str(array.dtype) != info.dtype or not array.flags.c_contiguous or array.nbytes < needed:
+            if str(array.dtype) != info.dtype or not array.flags.c_contiguous or array.nbytes < needed or _address(array) % ARGUMENT_ALIGNMENT:
                 raise ValueError(
                     f"kernel {self.name}: array {info.name} ({info.tensor}) needs a C-contiguous {info.dtype} buffer of at least "
-                    f"{needed} bytes, got {array.dtype} {tuple(array.shape)} ({array.nbytes} bytes)"
+                    f"{needed} bytes at a multiple of {ARGUMENT_ALIGNMENT} bytes, got {array.dtype} {tuple(array.shape)} "
+                    f"({array.nbytes} bytes at {_address(array):#x})"
                 )
         arguments = tuple(arrays)
         for function, (_, launch) in zip(self.functions(), self.launches):
             function(launch.grid, launch.block, arguments, shared_mem=launch.shared_memory_bytes, stream=stream)
+
+
+def _address(array) -> int:
+    """The device (CuPy) or host (numpy) address of an array's first element."""
+    data = array.data
+    return int(data.ptr) if hasattr(data, "ptr") else int(array.ctypes.data)
 
 
 class CudaTarget(Target):

@@ -48,6 +48,8 @@ from polytf.targets.llvm_codegen import F32, I32, I64, MEMORY_TYPES, KernelModul
 #: address spaces of NVPTX (LLVM NVPTX usage guide, "Address Spaces")
 GLOBAL, SHARED = 1, 3
 SHARED_SYMBOL = "polytf_shared"
+#: alignment of every global buffer a kernel takes, bytes (``align`` on its parameters)
+ARGUMENT_ALIGNMENT = 16
 #: loops inside a thread with at most this many iterations (a constant) are unrolled by
 #: the code generator (thread tiles are at most 8 points per dimension)
 UNROLLED_TRIP_COUNT = 8
@@ -136,6 +138,8 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         for argument, array in zip(function.args, self.arguments):
             argument.name = array.name
             argument.add_attribute("noalias")
+            # every buffer is 16-byte aligned (CudaKernel checks it): 128-bit accesses
+            argument.attributes.align = ARGUMENT_ALIGNMENT
             self.pointers[array.name] = argument
         return function
 
@@ -355,4 +359,4 @@ def bounded_trip_count(node: isl.AstNode) -> tuple[int, LinearForm, bool] | None
     return best[0], best[1], len(starts) == 1 and len(bounds) == 1
 
 
-__all__ = ["GLOBAL", "SHARED", "SHARED_SYMBOL", "NvptxModuleBuilder", "global_arrays", "kernel_names", "bounded_trip_count"]
+__all__ = ["GLOBAL", "SHARED", "SHARED_SYMBOL", "ARGUMENT_ALIGNMENT", "NvptxModuleBuilder", "global_arrays", "kernel_names", "bounded_trip_count"]

@@ -4,7 +4,7 @@ The device counterpart of :class:`~polytf.runtime.argument_table.ArgumentTable`.
 kernel (:class:`polytf.targets.cuda.CudaKernel`) takes one global-memory pointer per
 entry of ``kernel.arrays`` (its shared-memory tiles are not arguments); buffer ``i`` must
 be a C-contiguous device array of ``arrays[i].dtype`` with at least
-``kernel.argument_bytes[i]`` bytes, since the kernel's accesses stay inside that
+``kernel.argument_bytes[i]`` bytes, starting on a multiple of 16 bytes, since the kernel's accesses stay inside that
 (:func:`polytf.poly.access_bounds.required_bytes`) and nothing on the device checks them.
 Every buffer is checked when it is bound (:meth:`DeviceArguments.bind`), and
 :meth:`DeviceArguments.launch` refuses to launch while a slot is unbound. The arguments
@@ -21,9 +21,15 @@ from typing import Any
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.runtime.device_backend import DeviceBackend
+from polytf.runtime.device_backend import BUFFER_ALIGNMENT, DeviceBackend
 
 __all__ = ["DeviceArguments"]
+
+
+def _address(buffer: Any) -> int:
+    """The address of a device (CuPy) or emulated (numpy) buffer's first element."""
+    data = buffer.data
+    return int(data.ptr) if hasattr(data, "ptr") else int(buffer.ctypes.data)
 
 
 class DeviceArguments:
@@ -59,6 +65,7 @@ class DeviceArguments:
             or not buffer.flags.c_contiguous
             or buffer.dtype != self._dtypes[slot]
             or buffer.nbytes < self.kernel.argument_bytes[slot]
+            or _address(buffer) % BUFFER_ALIGNMENT
         ):
             self._refuse(slot, buffer)
         if self._bound[slot] is None:
@@ -74,6 +81,8 @@ class DeviceArguments:
             raise ShapeError(f"{where} must be a C-contiguous device array")
         if buffer.dtype != self._dtypes[slot]:
             raise ShapeError(f"{where} has dtype {buffer.dtype}, the kernel takes {info.dtype}")
+        if _address(buffer) % BUFFER_ALIGNMENT:
+            raise ShapeError(f"{where} starts at {_address(buffer):#x}, not a multiple of {BUFFER_ALIGNMENT} bytes (the kernel loads 128 bits at a time)")
         raise ShapeError(f"{where} holds {buffer.nbytes} bytes, the kernel's accesses need {self.kernel.argument_bytes[slot]} (shape {list(info.shape)})")
 
     def unbind(self, slot: int) -> None:

@@ -33,8 +33,11 @@ import numpy as np
 
 from polytf.errors import DependencyMissingError, ShapeError
 
-__all__ = ["DeviceBackend", "CupyBackend", "import_cupy", "CUDA_INSTALL_HINT"]
+__all__ = ["DeviceBackend", "CupyBackend", "import_cupy", "CUDA_INSTALL_HINT", "BUFFER_ALIGNMENT"]
 
+#: Every buffer a GPU kernel takes starts on a multiple of this many bytes
+#: (:data:`polytf.targets.nvptx_codegen.ARGUMENT_ALIGNMENT`: 128-bit loads and stores).
+BUFFER_ALIGNMENT = 16
 #: What to do when CuPy or a GPU is missing (in every such message).
 CUDA_INSTALL_HINT = "install cupy-cuda12x and run on a machine with an NVIDIA GPU (pip install 'polytf[cuda]' installs CuPy)"
 
@@ -90,7 +93,9 @@ class DeviceBackend(abc.ABC):
     @abc.abstractmethod
     def adopt(self, value: Any) -> Any:
         """The caller's device array ``value`` as a C-contiguous buffer on this backend's
-        device: ``value`` itself when it already is one, else a device copy.
+        device, starting on a multiple of :data:`BUFFER_ALIGNMENT` bytes (kernels load 128
+        bits at a time): ``value`` itself when it already is one, else a device copy (a
+        slice that starts mid-row, say).
 
         Raises:
             ShapeError: ``value`` lives on another device.
@@ -172,10 +177,10 @@ class CupyBackend(DeviceBackend):
     def adopt(self, value: Any) -> Any:
         if value.device.id != self.device_id:
             raise ShapeError(f"a CuPy array on device {value.device.id} was given to a model on device {self.device_id}; copy it there first")
-        if value.flags.c_contiguous:
+        if value.flags.c_contiguous and value.data.ptr % BUFFER_ALIGNMENT == 0:
             return value
         with self.device:
-            return self.cupy.ascontiguousarray(value)
+            return value.copy(order="C")  # a new allocation of the memory pool: 256-byte aligned
 
     def run_kernel(self, kernel: Any, buffers: Sequence[Any]) -> None:
         with self.device:

@@ -28,7 +28,7 @@ import numpy as np
 
 from polytf.runtime.argument_table import ArgumentTable
 from polytf.runtime.buffers import aligned_empty
-from polytf.runtime.device_backend import DeviceBackend
+from polytf.runtime.device_backend import BUFFER_ALIGNMENT, DeviceBackend
 
 __all__ = ["EmulatedDevice", "EmulatedDeviceArray"]
 
@@ -98,9 +98,9 @@ class EmulatedDevice(DeviceBackend):
         return copy
 
     def adopt(self, value: Any) -> Any:
-        if value.flags.c_contiguous:
+        if value.flags.c_contiguous and value.ctypes.data % BUFFER_ALIGNMENT == 0:
             return value
-        return self.duplicate(value)
+        return self.duplicate(np.ascontiguousarray(value))
 
     def cpu_kernel(self, kernel: Any) -> Any:
         """``kernel``'s Scop and GPU recipe compiled for the host (once per kernel object)."""

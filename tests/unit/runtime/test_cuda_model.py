@@ -203,6 +203,17 @@ def test_latencies_are_timed_on_bound_inputs():
     assert kernel is model.kernels[0] and len(kernel_latencies) == 3
 
 
+def test_a_device_input_that_starts_mid_row_is_copied_to_an_aligned_buffer():
+    graph = graph_matmul_bias_relu()
+    device = EmulatedDevice()
+    model = cuda_model(prepared_of(graph), device)
+    x = np.random.default_rng(3).standard_normal((7 * 13 + 1,)).astype(np.float32)
+    shifted = device.to_device(x)[1:].reshape(7, 13)  # contiguous, 4 bytes past an aligned start
+    result = model(x=shifted)
+    assert device.counts["duplicate"] == 1
+    np.testing.assert_allclose(device.download(result["relu"]), expected_matmul_bias_relu(graph, x[1:].reshape(7, 13)), rtol=1e-5, atol=1e-5)
+
+
 def test_device_arguments_check_every_buffer():
     device = EmulatedDevice()
     model = cuda_model(prepared_of(graph_matmul_bias_relu()), device)
@@ -217,6 +228,8 @@ def test_device_arguments_check_every_buffer():
         arguments.bind(slot, device.allocate((90,), "float32"))
     with pytest.raises(ShapeError, match="must be a C-contiguous device array"):
         arguments.bind(slot, device.allocate((13, 7), "float32").T)
+    with pytest.raises(ShapeError, match="not a multiple of 16 bytes"):
+        arguments.bind(slot, device.allocate((7 * 13 + 1,), "float32")[1:].reshape(7, 13))
     arguments.bind(slot, device.allocate((7, 13), "float32"))
     with pytest.raises(ShapeError, match=r"arrays \['A1', 'A2', 'A3'\] are not bound"):
         arguments.launch()

@@ -74,6 +74,9 @@ def test_accumulators_stay_in_registers_across_the_reduction_tiles(targets):
     ptx = targets["sm_90"].compile(kernel.scop, STAGED).ptx
     assert not re.search(r"ld\.global\.[bf]32", ptx) and ".local" not in ptx
     assert len(re.findall("fma.rn.f32", ptx)) >= 8  # the 2x4 register tile, unrolled
+    # rows of 4-word multiples: each thread copies 128 bits at a time into shared memory, and
+    # stores C's 4 consecutive points at once (kernel buffers are 16-byte aligned)
+    assert "ld.global.nc.v4" in ptx and "st.shared.v4" in ptx and "st.global.v4" in ptx
 
 
 def test_launch_of_the_compiled_kernel(targets, matmul):
@@ -142,6 +145,10 @@ def test_a_launch_checks_every_buffer_before_the_device_is_touched(targets, matm
         kernel(buffers[:3])
     buffers[0] = np.zeros((2, 2), np.float32)
     with pytest.raises(ValueError, match=r"A0 .* at least 6660 bytes"):
+        kernel(buffers)
+    backing = np.zeros(37 * 45 + 1, np.float32)
+    buffers[0] = backing[1:].reshape(37, 45)  # 4 bytes past an aligned start
+    with pytest.raises(ValueError, match="at a multiple of 16 bytes"):
         kernel(buffers)
 
 
