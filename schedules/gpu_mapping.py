@@ -60,6 +60,7 @@ from polytf.schedules.marks import HARDWARE_DIMENSIONS, BarrierMark, GpuMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
 from polytf.schedules.tree_nodes import insert_statement_sequence, partial_schedule, union_domain
+from polytf.schedules.validation import round_up
 
 #: op of the copy statements that stage an operand in shared memory
 SHARED_COPY_OP = "polytf.shared_copy"
@@ -202,10 +203,6 @@ class GpuTiles:
         for k, count in zip(self.mapped, self.block_counts()):
             counts[self.hardware[k]] *= count
         return tuple(counts[h] for h in HARDWARE_DIMENSIONS)
-
-
-def round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def hardware_of(depth: int) -> tuple[str, ...]:
@@ -673,7 +670,7 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
         shared = tuple(s.shared.name for s in stagings)
         statements = tuple(rewritten if s.name == anchor.name else s for s in prepared.statements) + tuple(copies)
         final = Scop(prepared.name, statements, tuple(arrays), prepared.ops)
-    shared_bytes = sum(_aligned_bytes(final.array(name)) for name in shared)
+    shared_bytes = sum(shared_array_bytes(final.array(name)) for name in shared)
     launch = GpuLaunch(tiles.grid(), tiles.block_shape(), shared, shared_bytes, tuple(mappings), private, tuple(p for _, p in phases))
     return GpuSchedule(final, schedule, launch)
 
@@ -686,15 +683,16 @@ def shared_memory_bytes(scop: Scop, recipe: ScheduleRecipe) -> int:
     anchor = anchor_statement(prepared)
     for array in recipe.shared_memory:
         _stage(prepared, recipe, tiles, arrays, [], array, anchor)
-    return sum(_aligned_bytes(a) for a in arrays)
+    return sum(shared_array_bytes(a) for a in arrays)
 
 
 #: alignment of each shared array in the block's shared memory, bytes (128-bit accesses)
 SHARED_ALIGNMENT = 16
 
 
-def _aligned_bytes(array: ArrayInfo) -> int:
-    """Bytes of a float32 shared array, rounded up to :data:`SHARED_ALIGNMENT`."""
+def shared_array_bytes(array: ArrayInfo) -> int:
+    """Bytes of a float32 shared array, rounded up to :data:`SHARED_ALIGNMENT` (its slice of
+    the block's shared memory: the next one starts there)."""
     count = 1
     for extent in array.shape:
         count *= int(extent)
@@ -716,4 +714,5 @@ __all__ = [
     "map_to_gpu",
     "shared_memory_bytes",
     "SHARED_ALIGNMENT",
+    "shared_array_bytes",
 ]

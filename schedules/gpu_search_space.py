@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 
 from polytf.poly.scop import Scop
 from polytf.schedules.data_layout import can_zero_pad, im2col_applies
-from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, round_up, shared_memory_bytes, stageable_operands
+from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, shared_memory_bytes, stageable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import DimensionChoices, _order_text, _point_orders
 from polytf.schedules.structure import anchor_statement, shared_band_depth
-from polytf.schedules.validation import GRID_LIMITS, TargetLimits
+from polytf.schedules.validation import GRID_LIMITS, TargetLimits, round_up
 
 #: block tile choices (points of a dimension per block); 0 covers the extent
 BLOCK_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)

@@ -233,18 +233,18 @@ class CudaKernel:
         if len(arrays) != len(self.arrays):
             raise ValueError(f"kernel {self.name} takes {len(self.arrays)} arrays, got {len(arrays)}")
         for array, info, needed in zip(arrays, self.arrays, self.argument_bytes):
-            if str(array.dtype) != info.dtype or not array.flags.c_contiguous or array.nbytes < needed or _address(array) % ARGUMENT_ALIGNMENT:
+            if str(array.dtype) != info.dtype or not array.flags.c_contiguous or array.nbytes < needed or buffer_address(array) % ARGUMENT_ALIGNMENT:
                 raise ValueError(
                     f"kernel {self.name}: array {info.name} ({info.tensor}) needs a C-contiguous {info.dtype} buffer of at least "
                     f"{needed} bytes at a multiple of {ARGUMENT_ALIGNMENT} bytes, got {array.dtype} {tuple(array.shape)} "
-                    f"({array.nbytes} bytes at {_address(array):#x})"
+                    f"({array.nbytes} bytes at {buffer_address(array):#x})"
                 )
         arguments = tuple(arrays)
         for function, (_, launch) in zip(self.functions(), self.launches):
             function(launch.grid, launch.block, arguments, shared_mem=launch.shared_memory_bytes, stream=stream)
 
 
-def _address(array) -> int:
+def buffer_address(array) -> int:
     """The device (CuPy) or host (numpy) address of an array's first element."""
     data = array.data
     return int(data.ptr) if hasattr(data, "ptr") else int(array.ctypes.data)
@@ -375,4 +375,4 @@ class CudaTarget(Target):
         return self.ptx(code, kernel)[0]
 
 
-__all__ = ["TRIPLE", "PTX_VERSIONS", "CudaDevice", "CudaKernel", "CudaTarget", "cuda_available", "ptx_compute_capability"]
+__all__ = ["TRIPLE", "PTX_VERSIONS", "CudaDevice", "CudaKernel", "CudaTarget", "cuda_available", "ptx_compute_capability", "buffer_address"]

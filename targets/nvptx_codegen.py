@@ -40,7 +40,7 @@ import llvmlite.ir as ir
 
 from polytf.errors import CodegenError
 from polytf.poly.scop import Scop
-from polytf.schedules.gpu_mapping import SHARED_ALIGNMENT, GpuLaunch, HardwareCoordinate
+from polytf.schedules.gpu_mapping import SHARED_ALIGNMENT, GpuLaunch, HardwareCoordinate, shared_array_bytes
 from polytf.schedules.marks import BarrierMark, GpuMark, mark_of
 from polytf.targets.linear_form import LinearForm, linear_form_of_ast
 from polytf.targets.llvm_codegen import F32, I32, I64, MEMORY_TYPES, KernelModuleBuilder, _children
@@ -163,10 +163,7 @@ class NvptxModuleBuilder(KernelModuleBuilder):
             if array.dtype != "float32":
                 raise CodegenError(f"kernel {self.scop.name}: shared array {name} has dtype {array.dtype}; shared memory holds float32")
             self.pointers[name] = entry.gep(storage, [ir.Constant(I32, 0), ir.Constant(I64, offset)], inbounds=True, name=name)
-            count = 1
-            for extent in array.shape:
-                count *= int(extent)
-            offset += -(-count // (SHARED_ALIGNMENT // 4)) * (SHARED_ALIGNMENT // 4)
+            offset += shared_array_bytes(array) // 4
 
     def _bind_private(self, entry: ir.IRBuilder) -> None:
         """Each private array: a thread's tile of it, on the stack (promoted to registers by

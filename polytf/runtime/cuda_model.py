@@ -36,7 +36,7 @@ from polytf.runtime.device_backend import DeviceBackend
 from polytf.runtime.device_context import DeviceContext
 from polytf.runtime.execution_context import ContextPool, HostPlan
 from polytf.runtime.host_fallback import HostStep
-from polytf.runtime.input_checks import check_input_names, check_input_shape, converted_input
+from polytf.runtime.input_checks import check_input_names, check_input_shape, checked_input
 
 __all__ = ["CudaModel", "build_cuda_model"]
 
@@ -186,11 +186,7 @@ class CudaModel:
                 except ShapeError as error:
                     raise ShapeError(f"input '{name}': {error}") from None
                 continue
-            try:
-                array = converted_input(value, np.dtype(expected.dtype))
-            except (TypeError, ValueError, OverflowError) as error:
-                raise ShapeError(f"input '{name}' cannot be converted to a {expected.dtype} array: {error}") from None
-            check_input_shape(name, tuple(array.shape), expected)
+            array = checked_input(name, value, expected)
             host[name] = array
             device[name] = self.backend.upload(array)
         return device, host, any_device

@@ -22,14 +22,9 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.runtime.device_backend import BUFFER_ALIGNMENT, DeviceBackend
+from polytf.targets.cuda import buffer_address
 
 __all__ = ["DeviceArguments"]
-
-
-def _address(buffer: Any) -> int:
-    """The address of a device (CuPy) or emulated (numpy) buffer's first element."""
-    data = buffer.data
-    return int(data.ptr) if hasattr(data, "ptr") else int(buffer.ctypes.data)
 
 
 class DeviceArguments:
@@ -65,7 +60,7 @@ class DeviceArguments:
             or not buffer.flags.c_contiguous
             or buffer.dtype != self._dtypes[slot]
             or buffer.nbytes < self.kernel.argument_bytes[slot]
-            or _address(buffer) % BUFFER_ALIGNMENT
+            or buffer_address(buffer) % BUFFER_ALIGNMENT
         ):
             self._refuse(slot, buffer)
         if self._bound[slot] is None:
@@ -81,8 +76,8 @@ class DeviceArguments:
             raise ShapeError(f"{where} must be a C-contiguous device array")
         if buffer.dtype != self._dtypes[slot]:
             raise ShapeError(f"{where} has dtype {buffer.dtype}, the kernel takes {info.dtype}")
-        if _address(buffer) % BUFFER_ALIGNMENT:
-            raise ShapeError(f"{where} starts at {_address(buffer):#x}, not a multiple of {BUFFER_ALIGNMENT} bytes (the kernel loads 128 bits at a time)")
+        if buffer_address(buffer) % BUFFER_ALIGNMENT:
+            raise ShapeError(f"{where} starts at {buffer_address(buffer):#x}, not a multiple of {BUFFER_ALIGNMENT} bytes (the kernel loads 128 bits at a time)")
         raise ShapeError(f"{where} holds {buffer.nbytes} bytes, the kernel's accesses need {self.kernel.argument_bytes[slot]} (shape {list(info.shape)})")
 
     def unbind(self, slot: int) -> None:

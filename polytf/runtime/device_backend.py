@@ -32,12 +32,13 @@ from typing import Any
 import numpy as np
 
 from polytf.errors import DependencyMissingError, ShapeError
+from polytf.targets.nvptx_codegen import ARGUMENT_ALIGNMENT
 
 __all__ = ["DeviceBackend", "CupyBackend", "import_cupy", "CUDA_INSTALL_HINT", "BUFFER_ALIGNMENT"]
 
-#: Every buffer a GPU kernel takes starts on a multiple of this many bytes
-#: (:data:`polytf.targets.nvptx_codegen.ARGUMENT_ALIGNMENT`: 128-bit loads and stores).
-BUFFER_ALIGNMENT = 16
+#: Every buffer a GPU kernel takes starts on a multiple of this many bytes (its pointer
+#: parameters carry ``align``: 128-bit loads and stores)
+BUFFER_ALIGNMENT = ARGUMENT_ALIGNMENT
 #: What to do when CuPy or a GPU is missing (in every such message).
 CUDA_INSTALL_HINT = "install cupy-cuda12x and run on a machine with an NVIDIA GPU (pip install 'polytf[cuda]' installs CuPy)"
 

@@ -15,7 +15,7 @@ import numpy as np
 from polytf.errors import GraphError, ShapeError
 from polytf.graph import TensorType
 
-__all__ = ["check_input_names", "converted_input", "check_input_shape", "converted_inputs"]
+__all__ = ["check_input_names", "converted_input", "check_input_shape", "checked_input", "converted_inputs"]
 
 
 def check_input_names(inputs: Mapping[str, object], input_types: Mapping[str, TensorType], source: str) -> None:
@@ -65,6 +65,21 @@ def check_input_shape(name: str, shape: tuple[int, ...], expected: TensorType) -
         )
 
 
+def checked_input(name: str, value: object, expected: TensorType) -> np.ndarray:
+    """One input converted to a C-contiguous host array of its placeholder's dtype, with its
+    shape checked.
+
+    Raises:
+        ShapeError: a value that cannot be converted, or has the wrong shape (names the input).
+    """
+    try:
+        array = converted_input(value, np.dtype(expected.dtype))
+    except (TypeError, ValueError, OverflowError) as error:
+        raise ShapeError(f"input '{name}' cannot be converted to a {expected.dtype} array: {error}") from None
+    check_input_shape(name, tuple(array.shape), expected)
+    return array
+
+
 def converted_inputs(inputs: Mapping[str, object], input_types: Mapping[str, TensorType], source: str) -> dict[str, np.ndarray]:
     """Each input converted once to a C-contiguous host array of its placeholder's dtype (the
     caller's own array when it already is one), with its shape checked.
@@ -74,13 +89,4 @@ def converted_inputs(inputs: Mapping[str, object], input_types: Mapping[str, Ten
         ShapeError: a value that cannot be converted, or has the wrong shape.
     """
     check_input_names(inputs, input_types, source)
-    converted = {}
-    for name, value in inputs.items():
-        expected = input_types[name]
-        try:
-            array = converted_input(value, np.dtype(expected.dtype))
-        except (TypeError, ValueError, OverflowError) as error:
-            raise ShapeError(f"input '{name}' cannot be converted to a {expected.dtype} array: {error}") from None
-        check_input_shape(name, tuple(array.shape), expected)
-        converted[name] = array
-    return converted
+    return {name: checked_input(name, value, input_types[name]) for name, value in inputs.items()}
