@@ -27,7 +27,10 @@ kernel finished (or, under a budget, every slice finished) before it.
 Any number of tuners may share one cache directory, on the same model or not: a
 kernel's study is shared (:mod:`polytf.autotune.shared_study`), and the tuners take
 turns to measure (the cache's ``measurement`` lock), so that their timings never overlap
-on the machine's cores.
+on the machine's cores. Tuners on several machines share a database instead
+(``storage="postgresql://..."``, :mod:`polytf.runtime.tuning_storage`): records, studies
+and study locks live in it, and each machine's cache directory keeps only its
+``measurement`` lock.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from polytf.poly.flops import domain_points
 from polytf.runtime.cache import KernelCache, TuningRecord
 from polytf.runtime.model_builder import build_model, cache_key, prepare_model, schedule_record
 from polytf.runtime.target_selection import is_gpu_target, select_target, target_threads
+from polytf.runtime.tuning_storage import TuningStorage, open_tuning_storage
 from polytf.schedules.structure import anchor_statement
 from polytf.targets.target import Target
 
@@ -92,7 +96,8 @@ class TuneReport:
         model_default_latency_s / model_tuned_latency_s: median whole-model latency (seconds).
         threads: threads kernels ran on.
         elapsed_s: wall time of the whole run.
-        cache_dir: where records were written.
+        cache_dir: where records were written (the cache directory, or the storage's URL
+            with its password hidden).
         interrupted: Ctrl-C stopped the tuning.
         time_budget_s: the time budget the kernels were tuned within (None: a number of
             trials per kernel).
@@ -170,6 +175,7 @@ def tune_model(
     fallback: bool = True,
     signature: str | None = None,
     target: str = "cpu",
+    storage: str | None = None,
 ) -> TuneReport:
     """Tune every kernel of the model at ``path``; see :func:`polytf.tune`.
 
@@ -179,10 +185,17 @@ def tune_model(
     GPU in the worker, records under the GPU's fingerprint; ``threads`` is then ignored:
     :data:`~polytf.runtime.target_selection.GPU_THREADS`).
 
+    ``storage``: where records and studies live (:func:`~polytf.runtime.tuning_storage.open_tuning_storage`:
+    None reads ``$POLYTF_STORAGE``, else the cache directory; ``"postgresql://..."``: that
+    database, shared with tuners on other machines).
+
     Raises:
         TuningError: the budget is not a positive number of seconds; a kernel's default
             recipe fails.
-        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before anything is read).
+        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before anything is
+            read); a storage URL whose driver is not installed.
+        CacheError: a storage URL that is invalid or whose server cannot be reached, or a
+            storage that fails during the tuning (naming it).
     """
     started = time.perf_counter()
     budget_clock = time.monotonic()
@@ -195,62 +208,65 @@ def tune_model(
     target_name, target = target, select_target(target, codegen)
     threads = target_threads(target, threads or default_thread_count())
     cache = KernelCache(cache_dir)
-    prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
-    report = TuneReport(
-        str(path), threads=threads, cache_dir=str(cache.directory), time_budget_s=time_budget_s, host_nodes=prepared.host_nodes, target=target_name
-    )
-    run = _ModelRun(
-        path, cache, target, codegen, threads, seed, config, retune, progress, input_shapes or {}, tuple(outputs or ()), tuning_faults(),
-        # tuners sharing this cache take turns to measure: timings of concurrent runs never overlap
-        UnlimitedWait(cache.lock("measurement")),
-    )
+    # records, studies, study locks: the cache directory or a database (opened first: a wrong URL fails at once)
+    records = open_tuning_storage(storage, cache)
+    with contextlib.closing(records), records.translating_errors():
+        prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
+        report = TuneReport(
+            str(path), threads=threads, cache_dir=records.location, time_budget_s=time_budget_s, host_nodes=prepared.host_nodes, target=target_name
+        )
+        run = _ModelRun(
+            path, records, target, codegen, threads, seed, config, retune, progress, input_shapes or {}, tuple(outputs or ()), tuning_faults(),
+            # tuners sharing this machine's cache directory take turns to measure: timings of concurrent runs never overlap
+            UnlimitedWait(cache.lock("measurement")),
+        )
 
-    keys = {kernel.scop.name: cache_key(kernel, target, threads, codegen) for kernel in prepared.kernels}
-    unique: dict[str, LoweredKernel] = {}
-    counts: dict[str, int] = {}
-    for kernel in prepared.kernels:
-        digest = keys[kernel.scop.name].digest()
-        unique.setdefault(digest, kernel)
-        counts[digest] = counts.get(digest, 0) + 1
-    progress.model_prepared(len(prepared.kernels), len(unique))
+        keys = {kernel.scop.name: cache_key(kernel, target, threads, codegen) for kernel in prepared.kernels}
+        unique: dict[str, LoweredKernel] = {}
+        counts: dict[str, int] = {}
+        for kernel in prepared.kernels:
+            digest = keys[kernel.scop.name].digest()
+            unique.setdefault(digest, kernel)
+            counts[digest] = counts.get(digest, 0) + 1
+        progress.model_prepared(len(prepared.kernels), len(unique))
 
-    recipes = {}
-    rows: dict[str, KernelReport] = {}
-    pending: dict[str, LoweredKernel] = {}
-    for digest, kernel in unique.items():
-        key = keys[kernel.scop.name]
-        record = None if retune else cache.load(key)
-        if record is not None and schedule_record(kernel, record, target, cache.path_for(key)) is None:
-            record = None  # an illegal recipe: tuned again
-        if record is not None and record.complete:
-            rows[digest] = KernelReport(kernel.scop.name, _ops(kernel), record.default_latency_s, record.best_latency_s, record.trials, record.failed_trials, "cached", record.schedule_recipe.describe())
-            progress.kernel_finished(rows[digest])
-            recipes[digest] = record.schedule_recipe
-            continue
-        pending[digest] = kernel
+        recipes = {}
+        rows: dict[str, KernelReport] = {}
+        pending: dict[str, LoweredKernel] = {}
+        for digest, kernel in unique.items():
+            key = keys[kernel.scop.name]
+            record = None if retune else records.load(key)
+            if record is not None and schedule_record(kernel, record, target, records.record_location(key)) is None:
+                record = None  # an illegal recipe: tuned again
+            if record is not None and record.complete:
+                rows[digest] = KernelReport(kernel.scop.name, _ops(kernel), record.default_latency_s, record.best_latency_s, record.trials, record.failed_trials, "cached", record.schedule_recipe.describe())
+                progress.kernel_finished(rows[digest])
+                recipes[digest] = record.schedule_recipe
+                continue
+            pending[digest] = kernel
 
-    if time_budget_s is None:
-        for digest, kernel in pending.items():
-            progress.kernel_started(kernel, trials)
-            kernel_started = time.perf_counter()
-            result = tune_kernel(kernel, target, trials=trials, timeout_s=config.timeout_per_kernel_s, restart=retune, on_trial=progress.trial_done(kernel), **run.tuner_arguments(digest))
-            run.save(kernel, keys[kernel.scop.name], result)
-            rows[digest] = run.row(kernel, result, time.perf_counter() - kernel_started)
-            progress.kernel_finished(rows[digest])
-            recipes[digest] = result.best_recipe
-            if result.interrupted:
-                report.interrupted = True
-                break
-    elif pending:
-        report.interrupted = _tune_within_budget(run, pending, counts, keys, budget_clock + float(time_budget_s), rows, recipes)
+        if time_budget_s is None:
+            for digest, kernel in pending.items():
+                progress.kernel_started(kernel, trials)
+                kernel_started = time.perf_counter()
+                result = tune_kernel(kernel, target, trials=trials, timeout_s=config.timeout_per_kernel_s, restart=retune, on_trial=progress.trial_done(kernel), **run.tuner_arguments(digest))
+                run.save(kernel, keys[kernel.scop.name], result)
+                rows[digest] = run.row(kernel, result, time.perf_counter() - kernel_started)
+                progress.kernel_finished(rows[digest])
+                recipes[digest] = result.best_recipe
+                if result.interrupted:
+                    report.interrupted = True
+                    break
+        elif pending:
+            report.interrupted = _tune_within_budget(run, pending, counts, keys, budget_clock + float(time_budget_s), rows, recipes)
 
-    for kernel in prepared.kernels:
-        digest = keys[kernel.scop.name].digest()
-        if digest in rows:
-            row = rows[digest]
-            if kernel is not unique[digest]:  # an identical kernel: it shares the first one's record
-                row = replace(row, kernel=kernel.scop.name, ops=_ops(kernel), trials=0, failed_trials=0, status="shared", failures=(), trials_here=0, tuning_s=0.0)
-            report.kernels.append(row)
+        for kernel in prepared.kernels:
+            digest = keys[kernel.scop.name].digest()
+            if digest in rows:
+                row = rows[digest]
+                if kernel is not unique[digest]:  # an identical kernel: it shares the first one's record
+                    row = replace(row, kernel=kernel.scop.name, ops=_ops(kernel), trials=0, failed_trials=0, status="shared", failures=(), trials_here=0, tuning_s=0.0)
+                report.kernels.append(row)
 
     if measure_model and not report.interrupted:
         progress.message("timing the whole model (default recipes vs tuned)")
@@ -284,7 +300,7 @@ class _ModelRun:
     """What the kernels' tunings of one :func:`tune_model` call share."""
 
     path: str | os.PathLike
-    cache: KernelCache
+    records: TuningStorage  # records, studies and study locks: the cache directory or a database
     target: Target
     codegen: CodegenConfig
     threads: int
@@ -301,14 +317,14 @@ class _ModelRun:
     def tuner_arguments(self, digest: str) -> dict:
         """Keyword arguments of :func:`tune_kernel` and :class:`KernelTuning` for the kernel
         whose cache-key digest (and study name) is ``digest``."""
-        self.storage = self.storage or self.cache.study_storage()
+        self.storage = self.storage or self.records.study_storage()
         return {
             "threads": self.threads,
             "storage": self.storage,
             "study_name": digest,
             "seed": self.seed,
             "measurement": self.config.measurement,
-            "lock": self.cache.lock(f"study-{digest}"),
+            "lock": self.records.study_lock(digest),
             "measurement_lock": self.measurement_lock,
             "candidate_time_limit_s": self.config.candidate_time_limit_s,
             "codegen": self.codegen,
@@ -331,7 +347,7 @@ class _ModelRun:
             input_shapes=self.input_shapes,
             outputs=self.outputs,
         )
-        self.cache.save(record, key)
+        self.records.save(record, key)
 
     def row(self, kernel: LoweredKernel, result: KernelTuningResult, tuning_s: float) -> KernelReport:
         status = "interrupted" if result.interrupted else "tuned"

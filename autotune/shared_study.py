@@ -1,9 +1,11 @@
 """Trials of a study that several tuner processes share: claimed atomically, told once.
 
-Two ``polytf tune`` runs on one cache tune the same kernel in the same Optuna study (its
-name is the kernel's cache-key digest). What keeps the study within ``trials``:
+Two ``polytf tune`` runs on one cache (or on one database: ``--storage postgresql://...``)
+tune the same kernel in the same Optuna study (its name is the kernel's cache-key
+digest). What keeps the study within ``trials``:
 
-- a trial is claimed (:func:`claim_trial`) under the study's inter-process lock, after
+- a trial is claimed (:func:`claim_trial`) under the study's lock (a file lock of the
+  cache directory, or a PostgreSQL advisory lock shared by every machine), after
   counting every trial that is running or finished: no tuner can claim the last free
   trial while another counts it, so the study never gets more trials than asked;
 - each claimed trial carries its owner (``host:pid``); a running trial whose owner on
@@ -67,7 +69,7 @@ def claim_trial(study: optuna.Study, lock: AbstractContextManager, trials: int) 
     running or finished. An enqueued (waiting) trial is claimed first.
 
     Raises:
-        CacheError: the lock cannot be acquired in time (from a ``KernelCache.lock``).
+        CacheError: the lock cannot be acquired in time (a file or advisory lock's timeout).
     """
     with deferred_interrupt(), lock:
         fail_abandoned_trials(study)

@@ -6,9 +6,11 @@ categorical dimensions of :class:`polytf.schedules.search_space.SearchSpace`. Th
 trials are the default recipe and a few hand-written starting points; a failed
 candidate (illegal schedule, compile error, wrong result, crash, hang) is a FAILED trial
 whose cause is stored in the trial's ``failure`` user attribute, counted and reported.
-Trials live in the cache's SQLite storage, so an interrupted run resumes, and several
+Trials live in the tuning storage (the cache's SQLite database, or a PostgreSQL database
+shared by several machines), so an interrupted run resumes, and several
 tuners may work on one study at once (:mod:`polytf.autotune.shared_study`: each trial is
-claimed under an inter-process lock, so a study never runs more trials than asked).
+claimed under an inter-process lock, so a study never runs more trials than asked; a
+parameter set another tuner of the study has measured already is not timed again).
 Every candidate is compiled, verified and timed in a worker process
 (:mod:`polytf.autotune.isolation`): a crash or a hang costs one failed trial.
 :class:`KernelTuning` keeps a kernel's baseline, worker and study between runs, so that
@@ -123,8 +125,9 @@ def tune_kernel(
             failure reason or None, best latency so far).
         evaluator: replaces the worker (tests use a fake measurer): returns a Measurement,
             or a failure reason.
-        lock: inter-process lock around study creation and trial claims (a
-            ``KernelCache.lock``); None: a lock of this process only.
+        lock: inter-process lock around study creation and trial claims (the storage's
+            ``study_lock``: a file lock of the cache, or a PostgreSQL advisory lock); None: a
+            lock of this process only.
         measurement_lock: held while a candidate is compiled, verified and timed, so that
             tuners sharing the machine never time candidates at the same time; None: none.
         candidate_time_limit_s: wall-clock limit of one candidate in the worker.
@@ -389,7 +392,7 @@ class _StudyRun:
 
     def open_study(self, storage, study_name: str | None, seed: int, restart: bool) -> optuna.Study:
         """Create or load the study under the lock; a new study gets the default and the
-        heuristic recipes enqueued, once."""
+        heuristic recipes enqueued, and its kernel's name and ops as user attributes, once."""
         persistent = storage is not None and study_name is not None
         with self.lock:
             if restart and persistent:
@@ -403,9 +406,30 @@ class _StudyRun:
                 load_if_exists=persistent,
             )
             if not study.get_trials(deepcopy=False):
+                # the study is named by a digest: say which kernel it tunes (optuna-dashboard shows these)
+                study.set_user_attr("kernel", self.kernel.scop.name)
+                study.set_user_attr("ops", "+".join(op for _, op in self.kernel.scop.ops))
                 for recipe in [self.space.default_recipe(), *self.space.heuristic_recipes()][: self.seeds]:
                     study.enqueue_trial(self.space.params(recipe), skip_if_exists=True)
         return study
+
+    def measured_in_study(self, study: optuna.Study, claimed: optuna.Trial, params: dict, recipe: ScheduleRecipe) -> Measurement | None:
+        """The latency a complete trial of the study already measured with ``params`` (a
+        concurrent tuner's, on this machine or another sharing the study: same cache key, so
+        same CPU and threads), as a Measurement, so that no parameter set is timed twice; the
+        reused trial's number is stored as the ``measured_in`` user attribute. None when this
+        process measured the recipe itself (:meth:`evaluate` has it), no trial has these
+        parameters, or a fault is injected into the claimed trial."""
+        if recipe in self.seen or claimed.number in self.faults:
+            return None
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if trial.params == params and trial.value is not None:
+                claimed.set_user_attr("measured_in", trial.number)
+                measurement = Measurement((float(trial.value),))
+                self.seen[recipe] = measurement
+                self.best_s = min(self.best_s, measurement.median_s)
+                return measurement
+        return None
 
     def run_trials(self, study: optuna.Study, timeout_s: float | None, on_trial: TrialCallback | None) -> bool:
         """Claim, evaluate and tell trials until the study has ``trials`` or ``timeout_s``
@@ -420,7 +444,9 @@ class _StudyRun:
                 params = {name: claimed.suggest_categorical(name, list(choices)) for name, choices in self.space.dimensions}
                 recipe = self.space.recipe(params)
                 claimed.set_user_attr("recipe", recipe.to_dict())
-                outcome = self.evaluate(recipe, claimed.number)  # Ctrl-C lands here, waiting for the worker
+                outcome = self.measured_in_study(study, claimed, params, recipe)
+                if outcome is None:
+                    outcome = self.evaluate(recipe, claimed.number)  # Ctrl-C lands here, waiting for the worker
                 failure = outcome if isinstance(outcome, str) else None
                 tell_trial(study, claimed, None if failure else outcome.median_s, failure)
                 number, claimed = claimed.number, None

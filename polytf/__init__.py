@@ -6,6 +6,7 @@ Typical use::
     polytf.tune("model.pb", trials=20)          # once: tune and cache
     model = polytf.load("model.pb")             # later: milliseconds, from the cache
     outputs = model(input=x)                    # {output node name: array}
+    polytf.compile("model.pb", "out")           # or: out/model.o + out/model.h for a C program
 
 ``import polytf`` needs neither TensorFlow nor CuPy.
 """
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from polytf.autotune.model_tuner import TuneReport
+    from polytf.export import ExportedModel
     from polytf.runtime.compiled_model import CompiledModel
     from polytf.runtime.cuda_model import CudaModel
 
@@ -33,6 +35,7 @@ def load(
     fallback: bool = True,
     signature: str | None = None,
     target: str = "cpu",
+    storage: str | None = None,
 ) -> CompiledModel | CudaModel:
     """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
 
@@ -52,6 +55,11 @@ def load(
             current NVIDIA GPU, run through CuPy; needs ``pip install 'polytf[cuda]'`` and a
             GPU). Tuning records are per target: ``polytf tune --target cuda`` fills the
             GPU's.
+        storage: where the tuning records are read: None (default) reads ``$POLYTF_STORAGE``,
+            else the cache directory; ``"postgresql://USER@HOST/DATABASE"`` uses the records
+            that ``polytf tune --storage`` wrote to that database from any machine (those of
+            this CPU, thread count and versions: they are in each record's key); nothing is
+            read from the cache directory then. Needs ``pip install 'polytf[postgresql]'``.
 
     Returns:
         With ``target="cuda"``: a :class:`~polytf.runtime.cuda_model.CudaModel` that keeps
@@ -66,13 +74,16 @@ def load(
     Raises:
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled (the
         message names the file, node or op).
-        DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU.
+        DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU;
+            a ``storage`` URL whose driver is not installed.
+        CacheError: a ``storage`` URL that is invalid or whose server cannot be reached.
         PolytfError: an unknown ``target``.
     """
     from polytf.runtime.model_builder import load_model
 
     return load_model(
-        path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature, target=target
+        path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature, target=target,
+        storage=storage,
     )
 
 
@@ -90,6 +101,7 @@ def tune(
     fallback: bool = True,
     signature: str | None = None,
     target: str = "cpu",
+    storage: str | None = None,
 ) -> TuneReport:
     """Tune every kernel of a model by measurement and store the winners in the cache.
 
@@ -118,6 +130,13 @@ def tune(
         target: ``"cpu"`` or ``"cuda"``: tune GPU recipes (thread blocks, thread tiles,
             shared memory), each candidate compiled to PTX, verified and timed with CUDA
             events on the current GPU in a worker process; ``threads`` is then ignored.
+        storage: where the Optuna studies and the records live: None (default) reads
+            ``$POLYTF_STORAGE``, else the cache directory; ``"postgresql://USER@HOST/DATABASE"``
+            keeps them in that database, so that tuners on several machines work on one
+            model's kernels at once: each kernel's ``trials`` are split between them (claimed
+            under a PostgreSQL advisory lock, none run twice, never more than ``trials`` in
+            total), and ``load(..., storage=...)`` on any machine of the same CPU uses them.
+            The cache directory then only serialises the timings of this machine's tuners.
 
     Returns:
         A :class:`~polytf.autotune.model_tuner.TuneReport` (per-kernel default and tuned
@@ -126,7 +145,10 @@ def tune(
     Raises:
         TuningError: a kernel's default recipe fails, or ``time_budget_s`` is not positive.
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled.
-        DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU.
+        DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU;
+            a ``storage`` URL whose driver is not installed.
+        CacheError: a ``storage`` URL that is invalid or whose server cannot be reached (the
+            message shows it with its password hidden).
     """
     from polytf.autotune.model_tuner import tune_model
 
@@ -144,7 +166,78 @@ def tune(
         fallback=fallback,
         signature=signature,
         target=target,
+        storage=storage,
     )
 
 
-__all__ = ["__version__", "load", "tune"]
+def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's
+    path: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    name: str | None = None,
+    target_triple: str | None = None,
+    cpu: str | None = None,
+    features: str | None = None,
+    threads: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    outputs: Sequence[str] | None = None,
+    signature: str | None = None,
+    storage: str | None = None,
+    embed_limit_bytes: int | None = None,
+    shared_library: bool = True,
+) -> ExportedModel:
+    """Compile a model ahead of time: ``output_dir/NAME.o`` (every kernel with its tuned
+    recipe from the cache, else its default one, the weights in read-only data, and
+    ``int NAME_run(const float *in0, ..., float *out0, ..., int threads)`` running the whole
+    model), ``NAME.h`` (declarations, shapes, dtypes, status codes), ``NAME.weights`` when
+    the weights exceed ``embed_limit_bytes`` (default 256 MiB; read by ``NAME_init(path)``),
+    and ``NAME.so`` when a C compiler for the target is installed. A program links
+    ``NAME.o -lgomp -lm`` and needs no Python, TensorFlow or polytf;
+    :mod:`polytf.export.exporter` shows a complete C program.
+
+    Args:
+        path: frozen GraphDef or SavedModel directory.
+        output_dir: where the files go (created if needed).
+        name: C prefix of the symbols and stem of the files (default from ``path``).
+        target_triple: ``None`` (this machine) or another LLVM triple, e.g.
+            ``"aarch64-unknown-linux-gnu"`` (or ``"aarch64"``): cross-compiled, with that
+            target's vector width and registers; records tuned on such a machine are used
+            when the cache or ``storage`` has them, default recipes otherwise.
+        cpu, features: LLVM CPU name and feature string (default: this CPU's, or
+            ``"generic"`` for another triple).
+        threads: the thread count whose tuning records are used (default all CPUs); the
+            program passes its own thread count to ``NAME_run``.
+        cache_dir, input_shapes, outputs, signature, storage: as for :func:`load`.
+        embed_limit_bytes: weights past this size go to ``NAME.weights``.
+        shared_library: also link ``NAME.so`` (when a C compiler is found).
+
+    Returns:
+        An :class:`~polytf.export.ExportedModel` naming the files, the parameters and the
+        kernels compiled from tuning records.
+
+    Raises:
+        CompileError: an invalid name or triple, a node that only runs on the host (an
+            exported model has no Python to run it), or a failed link.
+        GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled.
+    """
+    from polytf.export import DEFAULT_EMBED_LIMIT_BYTES, compile_model
+
+    return compile_model(
+        path,
+        output_dir,
+        name=name,
+        target_triple=target_triple,
+        cpu=cpu,
+        features=features,
+        threads=threads,
+        cache_dir=cache_dir,
+        input_shapes=input_shapes,
+        outputs=outputs,
+        signature=signature,
+        storage=storage,
+        embed_limit_bytes=DEFAULT_EMBED_LIMIT_BYTES if embed_limit_bytes is None else embed_limit_bytes,
+        shared_library=shared_library,
+    )
+
+
+__all__ = ["__version__", "compile", "load", "tune"]

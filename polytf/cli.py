@@ -235,6 +235,7 @@ def command_tune(args) -> int:
             fallback=args.fallback,
             signature=args.signature,
             target=args.target,
+            storage=args.storage,
         )
     print_tune_report(report)
     if report.interrupted:
@@ -268,6 +269,7 @@ def command_run(args) -> int:
         fallback=args.fallback,
         signature=args.signature,
         target=args.target,
+        storage=args.storage,
     )
     results = model(**feeds)  # numpy arrays in, numpy arrays out (on the GPU too)
     np.savez(args.output, **results)
@@ -277,12 +279,54 @@ def command_run(args) -> int:
     return 0
 
 
+def command_compile(args) -> int:
+    from rich.markup import escape
+
+    from polytf.export import RUNTIME_LIBRARIES, compile_model
+
+    with console.status("compiling kernels") as status:
+        exported = compile_model(
+            args.model,
+            args.output_dir,
+            name=args.name,
+            target_triple=args.target_triple,
+            cpu=args.cpu,
+            features=args.features,
+            threads=args.threads,
+            cache_dir=args.cache_dir,
+            input_shapes=_input_shapes(args.input),
+            outputs=args.output or None,
+            signature=args.signature,
+            fallback=args.fallback,
+            embed_limit_bytes=int(args.embed_weights_limit_mb * 1024 * 1024),
+            shared_library=args.shared_library,
+            progress=lambda kernel: status.update(f"compiling {escape(kernel)}"),
+            storage=args.storage,
+        )
+    untuned = len(exported.kernels) - len(exported.tuned_kernels)
+    stdout.print(
+        f"{exported.name}: {len(exported.kernels)} kernels for {exported.triple} ({exported.cpu}), "
+        f"{len(exported.tuned_kernels)} with tuned recipes (threads {exported.threads}), {untuned} with default recipes"
+    )
+    written = [exported.object_path, exported.header_path, exported.weights_path, exported.shared_library_path]
+    for path in written:
+        if path is not None:
+            stdout.print(f"wrote {path} ({path.stat().st_size} bytes)")
+    if exported.shared_library_path is None and args.shared_library:
+        stdout.print("no C compiler for this target: no shared library (link the object instead)")
+    signature = ", ".join([f"const {p.c_type} *{p.parameter}" for p in exported.inputs] + [f"{p.c_type} *{p.parameter}" for p in exported.outputs])
+    stdout.print(f"entry point: int {exported.name}_run({signature}, int threads)", highlight=False)
+    stdout.print(f"link with: cc program.c {exported.object_path} {' '.join(RUNTIME_LIBRARIES)}", highlight=False)
+    return 0
+
+
 def command_show(args) -> int:
     from polytf.config import CodegenConfig, default_thread_count
     from polytf.errors import PolytfError
     from polytf.graph.passes.pipeline import summary
     from polytf.runtime.cache import KernelCache, warn_ignored_record
     from polytf.runtime.model_builder import cache_key, constant_arrays, default_recipe, prepare_model
+    from polytf.runtime.tuning_storage import open_tuning_storage
     from polytf.schedules.recipe import ScheduleRecipe
     from polytf.targets.compile_driver import emit_kernel
     from polytf.targets.cpu import CpuTarget
@@ -328,15 +372,16 @@ def command_show(args) -> int:
     if args.recipe:
         recipe = ScheduleRecipe.from_json(Path(args.recipe).read_text())
     else:
-        cache = KernelCache(args.cache_dir)
         key = cache_key(kernel, target, threads, CodegenConfig())
-        record = cache.load(key)
+        storage = open_tuning_storage(args.storage, KernelCache(args.cache_dir))
+        with contextlib.closing(storage), storage.translating_errors("read a tuning record from"):
+            record, where = storage.load(key), storage.record_location(key)
         recipe = None if record is None else record.schedule_recipe
         if recipe is not None:
             try:
                 emitted = emit_kernel(kernel.scop, recipe, target, constants)
             except PolytfError as error:
-                warn_ignored_record(cache.path_for(key), f"its recipe cannot be used: {error}")
+                warn_ignored_record(where, f"its recipe cannot be used: {error}")
                 recipe = None
         if recipe is None:
             recipe = default_recipe(kernel, threads, target)
@@ -384,7 +429,10 @@ def show_profile(args) -> int:
 
     if args.repeats < 1:
         raise SystemExit("error: --repeats must be at least 1")
-    model = polytf.load(args.model, cache_dir=args.cache_dir, input_shapes=_input_shapes(args.input), threads=args.threads, fallback=args.fallback, signature=args.signature)
+    model = polytf.load(
+        args.model, cache_dir=args.cache_dir, input_shapes=_input_shapes(args.input), threads=args.threads, fallback=args.fallback, signature=args.signature,
+        storage=args.storage,
+    )
     inputs = sample_inputs(model.input_types, seed=0)
     peak = measure_fp32_peak(model.threads)
     profile = profile_model(model, inputs, repeats=args.repeats, peak_gflops=peak.gflops)
@@ -566,6 +614,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"polytf {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def storage_argument(sub, reading_only: bool = True):
+        what = "tuning records are read from" if reading_only else "Optuna studies and tuning records are kept in"
+        sub.add_argument(
+            "--storage",
+            metavar="URL",
+            help=f"postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE: the database the {what}, shared by machines "
+            "(default: $POLYTF_STORAGE, else the cache directory; needs pip install 'polytf[postgresql]')",
+        )
+
     def common(sub, inputs=True):
         sub.add_argument("model", help="frozen GraphDef (binary .pb or text .pbtxt) or SavedModel directory")
         sub.add_argument("--signature", metavar="NAME", help="SavedModel signature to compile (default serving_default)")
@@ -583,6 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tune = commands.add_parser("tune", help="tune every kernel of a model and cache the winners", description="Compile a model, tune each kernel with an Optuna study (every candidate verified against numpy), and cache the best recipes.")
     common(tune)
+    storage_argument(tune, reading_only=False)
     tune.add_argument("--trials", type=int, help=f"candidate schedules per kernel (default {TuningConfig.trials})")
     tune.add_argument(
         "--time-budget",
@@ -613,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a model on inputs from .npy files", description="Run a model (tuned kernels from the cache, default recipes elsewhere) and write its outputs to an .npz file.")
     common(run, inputs=False)
+    storage_argument(run)
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy", required=True, help="an input array (repeatable); its shape fixes the placeholder's")
     run.add_argument("--output", required=True, metavar="OUT.npz", help="where to write the outputs (keyed by output node name)")
     run.add_argument("--fetch", action="append", metavar="NAME", help="output node to compute (repeatable; default: the graph's sink nodes)")
@@ -623,6 +682,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="cpu (default) or cuda: run on the current NVIDIA GPU (CuPy; install cupy-cuda12x), with the records of polytf tune --target cuda",
     )
     run.set_defaults(handler=command_run)
+
+    compile_ = commands.add_parser(
+        "compile",
+        help="compile a model ahead of time into an object file, a C header and a shared library",
+        description="Write DIR/NAME.o (every kernel with its tuned recipe from the cache, else its default recipe, the weights, and "
+        "an entry function NAME_run that runs the whole model), DIR/NAME.h (its C declarations, shapes and dtypes) and DIR/NAME.so "
+        "when a C compiler for the target is installed. A program links NAME.o with -lgomp -lm and needs no Python, TensorFlow "
+        "or polytf. --target-triple aarch64-unknown-linux-gnu cross-compiles for 64-bit Arm (NEON).",
+    )
+    common(compile_)
+    storage_argument(compile_)
+    compile_.add_argument("-o", "--output-dir", required=True, metavar="DIR", help="where to write the files (created if needed)")
+    compile_.add_argument("--name", help="C prefix of the symbols and stem of the files (default: from the model's file name)")
+    compile_.add_argument(
+        "--target-triple",
+        metavar="TRIPLE",
+        help="LLVM target triple (default: this machine), e.g. aarch64-unknown-linux-gnu (or aarch64) or x86_64-unknown-linux-gnu",
+    )
+    compile_.add_argument("--cpu", help="LLVM CPU name, e.g. neoverse-n1, znver4, generic (default: this CPU; generic for another triple)")
+    compile_.add_argument("--features", help="LLVM feature string, e.g. +neon,+sve or +avx2,+fma (default: this CPU's; the CPU's own for another triple)")
+    compile_.add_argument("--output", action="append", metavar="NAME", help="output node (repeatable; default: the graph's sink nodes)")
+    compile_.add_argument(
+        "--embed-weights-limit-mb",
+        type=float,
+        default=256.0,
+        metavar="MB",
+        help="weights up to this size go into the object's read-only data, larger ones to DIR/NAME.weights, read by NAME_init (default 256)",
+    )
+    compile_.add_argument("--no-shared-library", dest="shared_library", action="store_false", help="do not link DIR/NAME.so")
+    compile_.set_defaults(handler=command_compile)
 
     bench = commands.add_parser(
         "bench",
@@ -675,6 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With --profile: each kernel's median time, FLOPs, GFLOP/s and % of the machine's measured float32 peak, and the whole call.",
     )
     common(show)
+    storage_argument(show)
     show.add_argument("--passes", action="store_true", help="print node and edge counts before and after each graph pass, and the totals")
     show.add_argument("--kernel", help="kernel name (as listed without --kernel)")
     show.add_argument("--recipe", help="JSON recipe file (default: the cached record, else the default recipe)")

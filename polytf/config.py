@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass, field
 
 #: Environment variable that overrides the cache directory.
 CACHE_DIR_ENVIRONMENT_VARIABLE = "POLYTF_CACHE_DIR"
+#: Environment variable naming the tuning storage (``postgresql://USER@HOST/DATABASE``): the
+#: Optuna studies and tuning records live in that database instead of the cache directory.
+STORAGE_ENVIRONMENT_VARIABLE = "POLYTF_STORAGE"
 #: Environment variable that overrides the number of threads kernels run on.
 THREADS_ENVIRONMENT_VARIABLE = "POLYTF_THREADS"
 

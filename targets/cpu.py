@@ -1,9 +1,13 @@
-"""CpuTarget: JIT-compiles kernels for the host CPU with llvmlite (LLVM MCJIT).
+"""CpuTarget: compiles kernels for a CPU with llvmlite, JIT (LLVM MCJIT) or ahead of time.
 
-The target machine is created for the host by name and features
-(``get_host_cpu_name()``, ``get_host_cpu_features()``), so AVX-512 is used where
-the CPU has it. Parallel kernels call libgomp (``GOMP_parallel``), loaded into the
-process once.
+A CPU target is a triple, a CPU name and a feature string, as LLVM names them. By
+default all three are the host's (``get_process_triple()``, ``get_host_cpu_name()``,
+``get_host_cpu_features()``), so AVX-512 is used where the CPU has it, and kernels are
+JIT-compiled into this process. Another triple (``aarch64-unknown-linux-gnu`` with CPU
+``neoverse-n1``, say) is a cross target: its kernels are emitted and optimised for that
+machine (its vector lanes and registers size the search space) but cannot run here;
+``polytf compile`` writes them to an object file (:mod:`polytf.export`). Parallel kernels
+call libgomp (``GOMP_parallel``), loaded into the process once.
 """
 
 from __future__ import annotations
@@ -34,6 +38,43 @@ from polytf.targets.target import CompiledKernel, Target, parse_verified
 
 _LOCK = threading.Lock()
 KERNEL_FUNCTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)
+
+
+#: Triple aliases ``--target-triple`` accepts, and the LLVM triple each stands for.
+TRIPLE_ALIASES = {"aarch64": "aarch64-unknown-linux-gnu", "arm64": "aarch64-unknown-linux-gnu", "x86_64": "x86_64-unknown-linux-gnu"}
+#: Architectures a CpuTarget generates code for (the first part of the triple).
+SUPPORTED_ARCHITECTURES = ("x86_64", "aarch64")
+
+
+@lru_cache(maxsize=1)
+def _initialise_all_targets() -> None:
+    """Initialise every LLVM target in llvmlite's build (cross targets: AArch64 on x86-64)."""
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+def normalise_triple(triple: str) -> str:
+    """The LLVM triple for ``triple`` or one of :data:`TRIPLE_ALIASES` (``"aarch64"``).
+
+    Raises:
+        CompileError: an architecture polytf does not generate CPU code for, or a triple LLVM
+            does not know; the message lists the supported ones.
+    """
+    triple = TRIPLE_ALIASES.get(triple.strip(), triple.strip())
+    architecture = triple.split("-")[0]
+    if architecture == "arm64":
+        architecture, triple = "aarch64", "aarch64" + triple[len("arm64") :]
+    if architecture not in SUPPORTED_ARCHITECTURES:
+        raise CompileError(
+            f"target triple {triple!r}: polytf generates CPU code for {', '.join(SUPPORTED_ARCHITECTURES)} "
+            "(e.g. aarch64-unknown-linux-gnu or x86_64-unknown-linux-gnu)"
+        )
+    _initialise_all_targets()
+    try:
+        llvm.Target.from_triple(triple)
+    except RuntimeError as error:
+        raise CompileError(f"target triple {triple!r}: LLVM does not know it ({error})") from None
+    return triple
 
 
 @lru_cache(maxsize=1)
@@ -82,28 +123,57 @@ def openmp_available() -> bool:
 
 
 class CpuTarget(Target):
-    """The host CPU.
+    """A CPU: the host (default), or a cross target named by triple, CPU and features.
 
     Args:
         config: LLVM settings (optimisation level, fast math).
-        cpu_name: LLVM CPU name; default the host's (e.g. ``"znver5"``).
-        features: LLVM feature string; default the host's.
+        cpu_name: LLVM CPU name (``"znver5"``, ``"neoverse-n1"``, ``"generic"``); default the
+            host's for the host triple, ``"generic"`` for another one.
+        features: LLVM feature string (``"+avx2,+fma"``, ``"+neon,+sve"``); default the host's
+            when the CPU is the host's, else ``""`` (the features LLVM's CPU model implies).
+            The search space reads vector lanes from the ``+`` features, so name them for
+            an x86-64 cross target.
+        triple: LLVM target triple or an alias of :data:`TRIPLE_ALIASES`; default the
+            process's (the host). The fingerprint, and so every cache key, carries it.
+
+    Raises:
+        CompileError: a triple of an unsupported architecture, or one LLVM does not know.
     """
 
     name = "cpu"
 
-    def __init__(self, config: CodegenConfig | None = None, cpu_name: str | None = None, features: str | None = None) -> None:
+    def __init__(
+        self, config: CodegenConfig | None = None, cpu_name: str | None = None, features: str | None = None, triple: str | None = None
+    ) -> None:
         _initialise()
         self.config = config or CodegenConfig()
-        self.cpu_name = cpu_name or llvm.get_host_cpu_name()
-        self.features = features if features is not None else llvm.get_host_cpu_features().flatten()
-        self.triple = llvm.get_process_triple()
+        host_triple = llvm.get_process_triple()
+        self.triple = normalise_triple(triple) if triple else host_triple
+        #: whether code for this target runs in this process (same architecture as the host)
+        self.runs_here = self.triple.split("-")[0] == host_triple.split("-")[0]
+        host_cpu = self.runs_here and cpu_name is None
+        self.cpu_name = cpu_name or (llvm.get_host_cpu_name() if host_cpu else "generic")
+        if features is None:
+            features = llvm.get_host_cpu_features().flatten() if host_cpu else ""
+        self.features = features
         self.target_machine = self._create_target_machine()
 
-    def _create_target_machine(self) -> llvm.TargetMachine:
+    def _create_target_machine(self, reloc: str = "default", codemodel: str = "jitdefault") -> llvm.TargetMachine:
         # An MCJIT engine takes ownership of its target machine: each engine gets its own.
         target = llvm.Target.from_triple(self.triple)
-        return target.create_target_machine(cpu=self.cpu_name, features=self.features, opt=self.config.optimization_level, codemodel="jitdefault")
+        return target.create_target_machine(
+            cpu=self.cpu_name, features=self.features, opt=self.config.optimization_level, reloc=reloc, codemodel=codemodel
+        )
+
+    def object_target_machine(self) -> llvm.TargetMachine:
+        """A target machine for object files: position-independent code (an object can go into
+        a shared library), the default code model."""
+        return self._create_target_machine(reloc="pic", codemodel="default")
+
+    @property
+    def architecture(self) -> str:
+        """The triple's architecture: ``"x86_64"`` or ``"aarch64"``."""
+        return self.triple.split("-")[0]
 
     @property
     def _enabled_features(self) -> set[str]:
@@ -111,7 +181,11 @@ class CpuTarget(Target):
 
     @property
     def vector_lanes(self) -> int:
-        """float32 lanes of the widest vector registers the target has (16, 8 or 4)."""
+        """float32 lanes of the widest vector registers the target has: 16 (AVX-512), 8 (AVX),
+        4 (SSE; NEON on AArch64, and SVE, whose length is only known at run time and is at
+        least 128 bits)."""
+        if self.architecture == "aarch64":
+            return 4
         enabled = self._enabled_features
         if "avx512f" in enabled:
             return 16
@@ -122,15 +196,22 @@ class CpuTarget(Target):
     @property
     def vector_registers(self) -> int:
         """Vector registers: zmm0-31 with AVX-512, ymm0-15 / xmm0-15 otherwise (x86-64);
-        32 on AArch64 (NEON)."""
-        if "avx512f" in self._enabled_features or self.triple.startswith("aarch64"):
+        v0-v31 on AArch64 (NEON, and z0-z31 with SVE)."""
+        if "avx512f" in self._enabled_features or self.architecture == "aarch64":
             return 32
         return 16
 
     @property
     def cache_sizes(self) -> CacheSizes:
-        """The host's per-core data caches (sysfs; :mod:`polytf.targets.host_caches`)."""
-        return host_cache_sizes()
+        """The host's per-core data caches (sysfs; :mod:`polytf.targets.host_caches`); a
+        common core's (:class:`CacheSizes` defaults) for a cross target."""
+        return host_cache_sizes() if self.runs_here else CacheSizes()
+
+    @property
+    def openmp(self) -> bool:
+        """Whether parallel kernels call libgomp: when this process could load it, or always
+        for a cross target (its programs link libgomp)."""
+        return openmp_available() or not self.runs_here
 
     def fingerprint(self) -> dict:
         return {
@@ -140,7 +221,7 @@ class CpuTarget(Target):
             "features": self.features,
             "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info)),
-            "openmp": openmp_available(),
+            "openmp": self.openmp,
         }
 
     def emit(self, scheduled: ScheduledScop, ast: isl.AstNode, recipe: ScheduleRecipe) -> str:
@@ -155,7 +236,7 @@ class CpuTarget(Target):
             ast,
             vector_width=recipe.vector_width,
             unroll=recipe.unroll,
-            parallel=recipe.parallel and openmp_available(),
+            parallel=recipe.parallel and self.openmp,
             fast_math=self.config.fast_math,
             native_vector_width=self.vector_lanes,
         )
@@ -186,6 +267,14 @@ class CpuTarget(Target):
             pass_builder.getModulePassManager().run(module, pass_builder)
         return module
 
+    def _require_runs_here(self, what: str) -> None:
+        """Raise CompileError unless code for this target can run in this process."""
+        if not self.runs_here:
+            raise CompileError(
+                f"{what}: code for {self.triple} cannot run on this {llvm.get_process_triple()} host; "
+                "`polytf compile --target-triple ...` writes it to an object file instead"
+            )
+
     def compile_function(self, ir_text: str, name: str) -> tuple[int, llvm.ExecutionEngine]:
         """JIT-compile a module of polytf's own helper code (not a kernel: the FMA peak loop, the
         cache flush) with the target's pipeline; returns the address of function ``name`` and
@@ -194,6 +283,7 @@ class CpuTarget(Target):
         Raises:
             CompileError: LLVM rejected the module or produced no function ``name``.
         """
+        self._require_runs_here(name)
         with _LOCK:
             module = self.optimise(ir_text, name)
             try:
@@ -214,6 +304,7 @@ class CpuTarget(Target):
             CompileError: LLVM rejected the module or produced no entry point.
         """
         kernel = scheduled.scop
+        self._require_runs_here(kernel.name)
         # every access of the scheduled kernel stays inside its array: these sizes suffice
         argument_bytes = required_bytes(kernel)
         with _LOCK:

@@ -4,10 +4,16 @@
 :func:`polytf.model_zoo.write_model` (placeholder ``"input"``, output node ``"Identity"``),
 building each (name, batch) at most once per session; tests using it are skipped when
 TensorFlow is not installed.
+
+``postgresql_server`` starts a PostgreSQL server for the session and ``postgresql_url`` gives
+each test a new database on it (skipped without the binaries or the driver, except under
+``POLYTF_REQUIRE_SYSTEM_TOOLS=1``: :mod:`system_tools`).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,3 +42,31 @@ def frozen_model(model_dir: Path) -> Callable[..., Path]:
         return written[key]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def postgresql_server():
+    """A PostgreSQL server for the whole session, started from the installed binaries on a
+    free port of 127.0.0.1 (:mod:`postgresql_server`) and stopped at its end.
+
+    Without the server binaries (Debian's ``postgresql`` package) or the driver (``psycopg``),
+    the tests using it are skipped, or fail under ``POLYTF_REQUIRE_SYSTEM_TOOLS=1`` (CI)."""
+    from postgresql_server import PostgresqlUnavailable, start_server
+    from system_tools import missing, require_module
+
+    require_module("psycopg", "the PostgreSQL driver of the tuning storage: pip install 'polytf[postgresql]'")
+    try:
+        server = start_server()
+    except PostgresqlUnavailable as error:
+        missing("a PostgreSQL server", f"{error}; install Debian's postgresql package")
+    yield server
+    server.stop()
+
+
+_database_numbers = itertools.count()
+
+
+@pytest.fixture
+def postgresql_url(postgresql_server) -> str:
+    """The URL of a new, empty database on the session's PostgreSQL server (one per test)."""
+    return postgresql_server.create_database(f"test_{os.getpid()}_{next(_database_numbers)}")

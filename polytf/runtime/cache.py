@@ -19,10 +19,16 @@ load). Records are written under the ``records`` lock, to a temporary file renam
 the record, so a reader sees the old record or the new one, never half of one; two
 tuners of the same kernel: the last writer wins. The study database is created under the
 ``studies`` lock (:mod:`polytf.runtime.study_storage`).
+
+A KernelCache is the default :class:`~polytf.runtime.tuning_storage.TuningStorage`;
+``--storage postgresql://...`` keeps records and studies in a database instead
+(:mod:`polytf.runtime.database_storage`), and the cache directory then holds only the
+``measurement`` lock of the machine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -162,6 +168,28 @@ class KernelCache:
     def path_for(self, key: CacheKey) -> Path:
         return self.records_dir / f"{key.digest()}.json"
 
+    # The TuningStorage interface (polytf.runtime.tuning_storage): the cache directory is the default storage.
+
+    @property
+    def location(self) -> str:
+        """Where records are kept, as messages name it: the directory."""
+        return str(self.directory)
+
+    def record_location(self, key: CacheKey) -> str:
+        """How messages name the record of ``key``: its file."""
+        return str(self.path_for(key))
+
+    def study_lock(self, study_name: str) -> FileLock:
+        """The lock under which a study is created and its trials are claimed: ``locks/study-<name>.lock``."""
+        return self.lock(f"study-{study_name}")
+
+    def translating_errors(self, action: str = "use") -> contextlib.AbstractContextManager:
+        """Nothing to translate: the cache's own methods raise CacheError already."""
+        return contextlib.nullcontext()
+
+    def close(self) -> None:
+        """Nothing to close: every file is closed after use."""
+
     def load(self, key: CacheKey) -> TuningRecord | None:
         """The valid record for ``key``, or None.
 
@@ -258,8 +286,9 @@ class KernelCache:
         return ClearReport(count, removed, kept)
 
 
-def warn_ignored_record(path: Path, reason: str) -> None:
-    """Emit the one CacheWarning of an unusable record: its file, the reason, the fallback."""
+def warn_ignored_record(path: Path | str, reason: str) -> None:
+    """Emit the one CacheWarning of an unusable record: its file (or key and database), the
+    reason, the fallback."""
     warnings.warn(CacheWarning(f"ignoring tuning record {path}: {reason}; the kernel uses its default recipe"), stacklevel=3)
 
 

@@ -17,13 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from polytf.errors import GraphError
 from polytf.graph import Graph
-from polytf.graph.passes.fusion import resolve_view
 from polytf.ops.lowering import LoweredKernel
 from polytf.runtime.binding_plan import output_key, plan_model
-from polytf.runtime.buffers import aligned_copy
-from polytf.runtime.constant_layout import packed_constants
+from polytf.runtime.constant_layout import ModelConstants
 from polytf.runtime.execution_context import ContextPool, ExecutionContext, HostPlan
 from polytf.runtime.host_fallback import HostStep
 from polytf.runtime.input_checks import converted_inputs
@@ -83,10 +80,11 @@ class CompiledModel:
         self.source = source or graph.source
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
         self.output_names = tuple(output_key(t) for t in graph.outputs)
-        self._constants: dict[str, np.ndarray] = {}
-        plan = plan_model(graph, kernels, self.source, self._packed_constants)
+        constants = ModelConstants(graph, self.source)
+        plan = plan_model(graph, kernels, self.source, constants.packed)
         for storage in plan.constants:
-            self._constant(storage)
+            constants.constant(storage)
+        self._constants = constants.values
         #: kernel-produced outputs are written straight into fresh arrays on each call
         self._direct_outputs = plan.direct_outputs
         self._direct_output_types = tuple((s, shape, np.dtype(dtype)) for s, shape, dtype in plan.direct_output_types)
@@ -99,35 +97,6 @@ class CompiledModel:
         with self._contexts.acquire():  # the first context, built (and its buffers checked) now
             pass
         self.recipes = {plan.kernel.scop.name: plan.kernel.recipe for plan in self._plans}
-
-    def _constant(self, storage: str) -> np.ndarray:
-        if storage not in self._constants:
-            if storage not in self.graph.constants:
-                raise GraphError(f"model {self.source}: tensor '{storage}' is neither computed nor a constant")
-            value = aligned_copy(np.asarray(self.graph.constants[storage]), self.graph.types[storage].dtype)
-            value.flags.writeable = False
-            self._constants[storage] = value
-        return self._constants[storage]
-
-    def _packed_constants(self, lowered: LoweredKernel, kernel: CompiledKernel) -> dict[str, str]:
-        """Run the kernel's constant copies (weights packed into panels) once, now; returns the
-        key of each packed array among the model's constants, by scratch array."""
-        if not kernel.constant_copies:
-            return {}
-        sources = {copy.value.access.array for copy in kernel.constant_copies}
-        values = {}
-        for name in sources:
-            tensor = lowered.array_tensors.get(name)
-            storage = resolve_view(self.graph, tensor) if tensor else None
-            if storage is None or storage not in self.graph.constants:
-                raise GraphError(f"kernel {kernel.scop.name} packs '{name}' ahead of time, but it holds no constant of model {self.source}")
-            values[name] = self._constant(storage).reshape(lowered.scop.array(name).shape)
-        keys = {}
-        for name, packed in packed_constants(kernel, values).items():
-            info = next(info for info in kernel.arrays if info.name == name)
-            keys[name] = f"{kernel.scop.name}/{info.name} ({info.tensor})"
-            self._constants[keys[name]] = packed
-        return keys
 
     def _new_context(self) -> ExecutionContext:
         return ExecutionContext(self._steps, self._constants, self._intermediate_types)

@@ -16,13 +16,79 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from polytf.errors import ShapeError
+from polytf.errors import GraphError, ShapeError
+from polytf.graph import Graph
+from polytf.graph.passes.fusion import resolve_view
+from polytf.ops.lowering import LoweredKernel
 from polytf.poly.expression import Load
 from polytf.poly.statement import Statement
-from polytf.runtime.buffers import aligned_empty
+from polytf.runtime.buffers import aligned_copy, aligned_empty
 from polytf.targets.target import CompiledKernel
 
-__all__ = ["evaluate_copy", "packed_constants"]
+__all__ = ["ModelConstants", "evaluate_copy", "packed_constants"]
+
+
+class ModelConstants:
+    """The read-only buffers of one model: the graph constants its kernels read, and the
+    weights its kernels pack ahead of time, each 64-byte aligned and read-only, by key.
+
+    A graph constant's key is its storage tensor (``"node:port"``); a packed weight's key is
+    ``"<kernel>/<scratch array> (<tensor>)"``. :class:`~polytf.runtime.compiled_model.CompiledModel`
+    binds them as shared arguments; ``polytf compile`` (:mod:`polytf.export`) writes them into
+    the object's weights.
+
+    Args:
+        graph: the typed graph (its ``constants`` and ``types``).
+        source: the model's file, for messages.
+
+    Attributes:
+        values: key -> array, in the order they were first asked for.
+    """
+
+    def __init__(self, graph: Graph, source: str) -> None:
+        self.graph = graph
+        self.source = source
+        self.values: dict[str, np.ndarray] = {}
+
+    def constant(self, storage: str) -> np.ndarray:
+        """The buffer of graph constant ``storage`` (made on first use).
+
+        Raises:
+            GraphError: ``storage`` is no constant of the graph (a polytf bug).
+        """
+        if storage not in self.values:
+            if storage not in self.graph.constants:
+                raise GraphError(f"model {self.source}: tensor '{storage}' is neither computed nor a constant")
+            value = aligned_copy(np.asarray(self.graph.constants[storage]), self.graph.types[storage].dtype)
+            value.flags.writeable = False
+            self.values[storage] = value
+        return self.values[storage]
+
+    def packed(self, lowered: LoweredKernel, kernel: CompiledKernel) -> dict[str, str]:
+        """Run the kernel's constant copies (weights packed into panels) once, now; returns the
+        key of each packed array, by scratch array name (the ``caller_constants`` of
+        :func:`polytf.runtime.binding_plan.plan_model`). ``kernel`` needs ``scop``, ``arrays``
+        and ``constant_copies``.
+
+        Raises:
+            GraphError: a copy packs an array that holds no constant of the model.
+        """
+        if not kernel.constant_copies:
+            return {}
+        sources = {copy.value.access.array for copy in kernel.constant_copies}
+        values = {}
+        for name in sources:
+            tensor = lowered.array_tensors.get(name)
+            storage = resolve_view(self.graph, tensor) if tensor else None
+            if storage is None or storage not in self.graph.constants:
+                raise GraphError(f"kernel {kernel.scop.name} packs '{name}' ahead of time, but it holds no constant of model {self.source}")
+            values[name] = self.constant(storage).reshape(lowered.scop.array(name).shape)
+        keys = {}
+        for name, packed in packed_constants(kernel, values).items():
+            info = next(info for info in kernel.arrays if info.name == name)
+            keys[name] = f"{kernel.scop.name}/{info.name} ({info.tensor})"
+            self.values[keys[name]] = packed
+        return keys
 
 
 def evaluate_copy(copy: Statement, source: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:

@@ -25,11 +25,13 @@ from polytf.graph.passes.pruning import prune_to_outputs
 from polytf.graph.passes.report import PassReport
 from polytf.ops.lowering import LoweredKernel
 from polytf.ops.shape_inference import infer_types
+from polytf.poly.scop import Scop
 from polytf.runtime.buffer_placement import place_in_consumer_buffers
 from polytf.runtime.cache import CacheKey, KernelCache, warn_ignored_record
 from polytf.runtime.compiled_model import CompiledModel
 from polytf.runtime.host_fallback import HostNode, HostStep, lower_with_fallback
 from polytf.runtime.tuning_record import TuningRecord
+from polytf.runtime.tuning_storage import TuningStorage, open_tuning_storage
 from polytf.schedules.builder import ScheduledScop, schedule_scop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
@@ -131,17 +133,22 @@ def default_recipe(kernel: LoweredKernel, threads: int, target: Target | None = 
     return (target or CpuTarget()).search_space(kernel.scop, threads).default_recipe()
 
 
+#: Compiles one kernel: ``(scop, recipe, constant arrays) -> kernel`` (``Target.compile`` by default).
+KernelCompiler = Callable[[Scop, ScheduleRecipe, frozenset[str]], CompiledKernel]
+
+
 @dataclass(frozen=True)
 class CachedRecipe:
     """A recipe read from a tuning record.
 
     Attributes:
         recipe: the record's recipe (schema-checked; not yet checked against its kernel).
-        record: the record file, named in the warning if the recipe cannot be used.
+        record: the record file (or its key and database), named in the warning if the
+            recipe cannot be used.
     """
 
     recipe: ScheduleRecipe
-    record: Path
+    record: Path | str
 
 
 def build_model(
@@ -173,10 +180,15 @@ def compile_steps(
     threads: int,
     progress: Callable[[str], None] | None = None,
     cached: Mapping[str, CachedRecipe] | None = None,
+    compiler: KernelCompiler | None = None,
 ) -> tuple[list[tuple[LoweredKernel, CompiledKernel] | HostStep], tuple[str, ...]]:
     """Compile every kernel for ``target``: with its recipe in ``recipes`` (by kernel name),
     else its recipe from a tuning record in ``cached``, else the default recipe of
     ``target``'s search space for ``threads`` threads.
+
+    ``compiler(scop, recipe, constant_arrays)`` compiles one kernel; default
+    ``target.compile`` (a runnable :class:`CompiledKernel`). ``polytf compile`` passes one
+    that stops at optimised LLVM IR (:func:`polytf.export.kernel_code.linkable_kernel`).
 
     A recipe from a record is untrusted: if it is invalid or illegal for its kernel (or
     fails to compile for any other reason), one :class:`CacheWarning` names the record and
@@ -193,6 +205,7 @@ def compile_steps(
     """
     recipes = recipes or {}
     cached = cached or {}
+    compiler = compiler or target.compile
     compiled: list[tuple[LoweredKernel, CompiledKernel] | HostStep] = []
     tuned = []
     rejected: set[Path] = set()
@@ -205,11 +218,11 @@ def compile_steps(
             progress(name)
         code = None
         if name not in recipes and name in cached:
-            code = _compile_cached(kernel, cached[name], target, rejected)
+            code = _compile_cached(kernel, cached[name], compiler, rejected)
             if code is not None:
                 tuned.append(name)
         if code is None:
-            code = _compile(kernel, recipes.get(name) or default_recipe(kernel, threads, target), target)
+            code = _compile(kernel, recipes.get(name) or default_recipe(kernel, threads, target), compiler)
         compiled.append((kernel, code))
     return compiled, tuple(sorted(tuned))
 
@@ -220,19 +233,19 @@ def constant_arrays(kernel: LoweredKernel) -> frozenset[str]:
     return frozenset(kernel.constant_values)
 
 
-def _compile(kernel: LoweredKernel, recipe: ScheduleRecipe, target: Target) -> CompiledKernel:
+def _compile(kernel: LoweredKernel, recipe: ScheduleRecipe, compiler: KernelCompiler) -> CompiledKernel:
     try:
-        return target.compile(kernel.scop, recipe, constant_arrays(kernel))
+        return compiler(kernel.scop, recipe, constant_arrays(kernel))
     except PolytfError as error:
         raise error.with_context(f"while compiling kernel {kernel.scop.name} ({', '.join(op for _, op in kernel.scop.ops)})") from None
 
 
-def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, target: Target, rejected: set[Path]) -> CompiledKernel | None:
+def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, compiler: KernelCompiler, rejected: set[Path]) -> CompiledKernel | None:
     """The kernel compiled with a record's recipe, or None (after one warning per record)."""
     if cached.record in rejected:
         return None
     try:
-        return target.compile(kernel.scop, cached.recipe, constant_arrays(kernel))
+        return compiler(kernel.scop, cached.recipe, constant_arrays(kernel))
     except Exception as error:  # a record is untrusted input: whatever it makes the compiler raise, loading goes on
         rejected.add(cached.record)
         cause = str(error) if isinstance(error, PolytfError) else f"{type(error).__name__}: {error}"
@@ -242,7 +255,7 @@ def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, target: Target,
         return None
 
 
-def schedule_record(kernel: LoweredKernel, record: TuningRecord, target: Target, path: Path) -> ScheduledScop | None:
+def schedule_record(kernel: LoweredKernel, record: TuningRecord, target: Target, path: Path | str) -> ScheduledScop | None:
     """``kernel`` scheduled with ``record``'s recipe as a model runs it (weights packed ahead
     of time: :func:`constant_arrays`), or None when the recipe is invalid or
     illegal for it (a record with a sound schema may still hold one); then one CacheWarning
@@ -254,20 +267,40 @@ def schedule_record(kernel: LoweredKernel, record: TuningRecord, target: Target,
         return None
 
 
-def cached_recipes(prepared: PreparedModel, cache: KernelCache, target: Target, threads: int, codegen: CodegenConfig) -> dict[str, CachedRecipe]:
-    """Kernel name -> its recipe from a valid record of ``cache`` (identical kernels share
-    one record, read once; an unusable record gives one CacheWarning and no entry)."""
-    by_path: dict[Path, CachedRecipe | None] = {}
+def cached_recipes(prepared: PreparedModel, cache: TuningStorage, target: Target, threads: int, codegen: CodegenConfig) -> dict[str, CachedRecipe]:
+    """Kernel name -> its recipe from a valid record of ``cache`` (a KernelCache or a
+    database storage; identical kernels share one record, read once; an unusable record
+    gives one CacheWarning and no entry)."""
+    by_path: dict[str, CachedRecipe | None] = {}
     result = {}
     for kernel in prepared.kernels:
         key = cache_key(kernel, target, threads, codegen)
-        path = cache.path_for(key)  # one file per key digest
+        path = cache.record_location(key)  # one record per key digest
         if path not in by_path:
             record = cache.load(key)
             by_path[path] = None if record is None else CachedRecipe(record.schedule_recipe, path)
         if by_path[path] is not None:
             result[kernel.scop.name] = by_path[path]
     return result
+
+
+def stored_recipes(
+    prepared: PreparedModel, storage: str | None, cache_dir: str | os.PathLike | None, target: Target, threads: int, codegen: CodegenConfig
+) -> dict[str, CachedRecipe]:
+    """:func:`cached_recipes` from the tuning storage named by ``storage`` (a ``postgresql://``
+    URL; default ``$POLYTF_STORAGE``, else the cache directory ``cache_dir``:
+    :func:`~polytf.runtime.tuning_storage.open_tuning_storage`), closed afterwards.
+
+    Raises:
+        CacheError: the storage cannot be opened or read (naming it, password hidden).
+        DependencyMissingError: a storage URL whose driver is not installed.
+    """
+    records = open_tuning_storage(storage, KernelCache(cache_dir))
+    try:
+        with records.translating_errors("read tuning records from"):
+            return cached_recipes(prepared, records, target, threads, codegen)
+    finally:
+        records.close()
 
 
 def load_model(
@@ -279,15 +312,20 @@ def load_model(
     fallback: bool = True,
     signature: str | None = None,
     target: str = "cpu",
+    storage: str | None = None,
 ) -> CompiledModel | CudaModel:
     """A model of ``path`` for ``target`` (``"cpu"``: a CompiledModel; ``"cuda"``: a
     :class:`~polytf.runtime.cuda_model.CudaModel`), built from the tuning cache (untuned
     kernels, and kernels whose record cannot be used, get the default recipe; the latter
     with a CacheWarning). Records are looked up under the target's fingerprint, so one
-    target never uses another's. See :func:`polytf.load`.
+    target never uses another's. ``storage`` (default ``$POLYTF_STORAGE``): a
+    ``postgresql://`` URL whose records are used instead of the cache directory's
+    (:func:`~polytf.runtime.tuning_storage.open_tuning_storage`). See :func:`polytf.load`.
 
     Raises:
-        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before the model is read).
+        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before the model is
+            read); a storage URL whose driver is not installed.
+        CacheError: a storage URL that is invalid or whose server cannot be reached.
     """
     from polytf.runtime.target_selection import is_gpu_target, select_target, target_threads
 
@@ -295,7 +333,7 @@ def load_model(
     chosen = select_target(target, codegen)
     threads = target_threads(chosen, threads or default_thread_count())
     prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
-    cached = cached_recipes(prepared, KernelCache(cache_dir), chosen, threads, codegen)
+    cached = stored_recipes(prepared, storage, cache_dir, chosen, threads, codegen)
     if is_gpu_target(chosen):
         from polytf.runtime.cuda_model import build_cuda_model
 

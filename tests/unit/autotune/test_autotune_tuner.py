@@ -90,3 +90,20 @@ def test_real_tuning_verifies_and_improves(small_kernels):
     assert len(seen) == 6
     assert result.best_latency_s <= result.default_latency_s
     assert all(m is not None or f for _, m, f in seen)
+
+
+def test_a_parameter_set_another_tuner_measured_is_not_timed_again(small_kernels, tmp_path):
+    kernel = small_kernels("matmul_bias_relu")[0]
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    tune_kernel(kernel, TARGET, trials=5, threads=2, seed=0, storage=storage, study_name="k", evaluator=fake_evaluator([]))
+    study = optuna.load_study(study_name="k", storage=storage)
+    default = SearchSpace.for_scop(kernel.scop, 2).default_recipe()
+    measured = next(t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and ScheduleRecipe.from_dict(t.user_attrs["recipe"]) != default)
+    study.enqueue_trial(measured.params)  # the next trial proposes the same parameters again
+    calls = []  # a second tuner (its own process: nothing measured yet)
+    result = tune_kernel(kernel, TARGET, trials=6, threads=2, seed=0, storage=storage, study_name="k", evaluator=fake_evaluator(calls))
+    assert calls == [default], "only its own baseline is measured"
+    repeated = optuna.load_study(study_name="k", storage=storage).trials[5]
+    assert repeated.params == measured.params and repeated.value == measured.value
+    assert repeated.user_attrs["measured_in"] == measured.number
+    assert result.trials == 6

@@ -1,0 +1,110 @@
+"""The C header of an exported model (``NAME.h``).
+
+It declares the entry points of :mod:`polytf.export.entry_functions` with typed pointers,
+and gives each input and output's name, dtype, rank, shape and element count as
+constants (``NAME_INPUT0_SHAPE``...), the status codes, the thread count the kernels were
+tuned for, whether the weights are in a file, and the libraries to link. It is plain C99
+and also compiles as C++ (``extern "C"``).
+"""
+
+from __future__ import annotations
+
+from polytf.export.entry_functions import STATUS_CODES
+from polytf.export.model_layout import ModelLayout, TensorPort
+from polytf.export.object_file import RUNTIME_LIBRARIES
+
+__all__ = ["header_text"]
+
+
+def _port_constants(prefix: str, kind: str, index: int, port: TensorPort) -> list[str]:
+    shape = ", ".join(str(d) for d in port.shape) or "1"
+    macro = f"{prefix}_{kind}{index}"
+    return [
+        f"/* {kind.lower()} {index}: '{port.name}', {port.dtype} {list(port.shape)} */",
+        f'#define {macro}_NAME "{port.name}"',
+        f'#define {macro}_DTYPE "{port.dtype}"',
+        f"#define {macro}_RANK {len(port.shape)}",
+        f"#define {macro}_SIZE {port.elements}  /* elements */",
+        f"static const int64_t {macro}_SHAPE[{max(len(port.shape), 1)}] = {{{shape}}};",
+    ]
+
+
+def header_text(layout: ModelLayout, name: str, source: str, threads: int, triple: str, cpu: str, external_weights: bool, version: str) -> str:
+    """The header of model ``name`` (see the module docstring).
+
+    Args:
+        layout: the model's buffers.
+        name: the C prefix of every symbol.
+        source: the model file it was exported from (named in the comment).
+        threads: the thread count its kernels' recipes were chosen for.
+        triple, cpu: the target the object was compiled for.
+        external_weights: whether ``NAME_init`` must read ``NAME.weights``.
+        version: polytf's version.
+    """
+    upper = name.upper()
+    parameters = [f"const {p.c_type} *{p.parameter}" for p in layout.inputs] + [f"{p.c_type} *{p.parameter}" for p in layout.outputs]
+    lines = [
+        f"/* {name}.h: the model {source}, compiled ahead of time by polytf {version} (`polytf compile`).",
+        f" * Target: {triple}, CPU {cpu}. Do not edit: run `polytf compile` again.",
+        " *",
+        f" * Link: cc program.c {name}.o {' '.join(RUNTIME_LIBRARIES)}     (or link {name}.so)",
+        " * Runtime dependencies: OpenMP's runtime (libgomp) and the C library (libc, libm); no Python,",
+        " * TensorFlow or polytf.",
+        " *",
+        f" * {name}_init(path) once (it reads {name}.weights when {upper}_WEIGHTS_EXTERNAL is 1, else does",
+        f" * nothing), then {name}_run(inputs..., outputs..., threads) as often as needed. Arrays are",
+        " * C-contiguous (row-major) with the shapes below. Every function returns a status: 0 is",
+        f" * {upper}_OK. {name}_run allocates a workspace per call; {name}_run_with_workspace takes one",
+        f" * of {name}_workspace_bytes() bytes, {upper}_WORKSPACE_ALIGNMENT-byte aligned, that the caller",
+        " * reuses across calls (one call at a time per workspace; its contents need no initialisation).",
+        " * Calls on distinct workspaces may run at once from several threads.",
+        " */",
+        f"#ifndef {upper}_H",
+        f"#define {upper}_H",
+        "",
+        "#include <stdbool.h>",
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+    ]
+    lines += [f"#define {upper}_{code} {value}" for code, value in STATUS_CODES.items()]
+    lines += [
+        "",
+        f"#define {upper}_THREADS {threads}  /* the thread count the kernels were tuned for */",
+        f"#define {upper}_WEIGHTS_EXTERNAL {int(external_weights)}",
+        f"#define {upper}_WORKSPACE_ALIGNMENT 64",
+        f"#define {upper}_INPUT_COUNT {len(layout.inputs)}",
+        f"#define {upper}_OUTPUT_COUNT {len(layout.outputs)}",
+        "",
+    ]
+    for i, port in enumerate(layout.inputs):
+        lines += _port_constants(upper, "INPUT", i, port) + [""]
+    for i, port in enumerate(layout.outputs):
+        lines += _port_constants(upper, "OUTPUT", i, port) + [""]
+    joined = ", ".join(parameters)
+    lines += [
+        f"/* Bytes of the workspace {name}_run_with_workspace takes. */",
+        f"size_t {name}_workspace_bytes(void);",
+        "",
+        f"/* Read the weights from `weights_path` ({name}.weights) when {upper}_WEIGHTS_EXTERNAL is 1; call",
+        " * once, before the first run and not while one runs. Otherwise does nothing (NULL is fine). */",
+        f"int {name}_init(const char *weights_path);",
+        "",
+        "/* Run the model. `threads` >= 1: OpenMP threads of each parallel kernel. */",
+        f"int {name}_run({joined}, int threads);",
+        "",
+        "/* Run the model on a caller-provided workspace (see above). */",
+        f"int {name}_run_with_workspace({joined}, void *workspace, int threads);",
+        "",
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        "",
+        f"#endif /* {upper}_H */",
+        "",
+    ]
+    return "\n".join(lines)

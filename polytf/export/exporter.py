@@ -1,0 +1,226 @@
+"""``polytf compile``: a model as an object file, a C header and a shared library (tfcompile-style).
+
+    compile_model("model.pb", "out")  writes
+        out/model.o        every kernel (tuned recipe from the cache, else the default one), the
+                           entry points, and the weights in .rodata (up to a size threshold)
+        out/model.h        the C declarations (polytf.export.c_header)
+        out/model.weights  the weights, past the threshold (read by model_init)
+        out/model.so       a shared library, when a C compiler for the target is installed
+
+The path from the graph is the one ``polytf.load`` takes (:func:`polytf.runtime.model_builder.prepare_model`,
+the cache's records for this target and thread count, :func:`~polytf.runtime.model_builder.compile_steps`),
+except that kernels stop at optimised LLVM IR (:mod:`polytf.export.kernel_code`) and a C entry
+function replaces the Python runtime (:mod:`polytf.export.entry_functions`). XLA's ``tfcompile``
+(tensorflow/compiler/aot) does the same for TensorFlow graphs: an object file and a header that
+a program links without TensorFlow.
+
+A complete C program using the CIFAR CNN exported as ``cifar_cnn`` (``polytf compile
+models/cifar_cnn.pb -o out``)::
+
+    #include <stdio.h>
+    #include "cifar_cnn.h"
+
+    int main(void) {
+        static float image[CIFAR_CNN_INPUT0_SIZE];    /* [1, 32, 32, 3] */
+        static float logits[CIFAR_CNN_OUTPUT0_SIZE];  /* [1, 10] */
+        for (int i = 0; i < CIFAR_CNN_INPUT0_SIZE; i++) image[i] = (float)(i % 255) / 255.0f;
+        int status = cifar_cnn_init("out/cifar_cnn.weights");  /* does nothing when the weights are inside */
+        if (status == CIFAR_CNN_OK) status = cifar_cnn_run(image, logits, 2);
+        if (status != CIFAR_CNN_OK) { fprintf(stderr, "cifar_cnn: error %d\\n", status); return 1; }
+        for (int i = 0; i < CIFAR_CNN_OUTPUT0_SIZE; i++) printf("%g\\n", logits[i]);
+        return 0;
+    }
+
+built with ``cc -O2 -Iout main.c out/cifar_cnn.o -lgomp -lm -o main``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from polytf.config import CodegenConfig, default_thread_count
+from polytf.errors import CompileError
+from polytf.export.c_header import header_text
+from polytf.export.entry_functions import entry_module, weights_symbol
+from polytf.export.kernel_code import linkable_kernel
+from polytf.export.model_layout import TensorPort, layout_model
+from polytf.export.object_file import c_compiler, link_object, link_shared_library
+from polytf.export.weights import DEFAULT_EMBED_LIMIT_BYTES, weights_module, write_weights_file
+from polytf.runtime.model_builder import compile_steps, prepare_model, stored_recipes
+from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.cpu import CpuTarget
+
+__all__ = ["ExportedModel", "compile_model", "default_model_name"]
+
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    """What :func:`compile_model` wrote.
+
+    Attributes:
+        name: the C prefix of every symbol and the files' stem.
+        object_path, header_path: ``NAME.o`` and ``NAME.h``.
+        weights_path: ``NAME.weights``, or None (the weights are inside the object).
+        shared_library_path: ``NAME.so``, or None (no C compiler for the target, or not asked).
+        inputs, outputs: the entry function's parameters (names, shapes, dtypes).
+        triple, cpu, features: the target.
+        threads: the thread count the recipes were chosen for (the cache's key).
+        kernels: the kernels' names, execution order.
+        tuned_kernels: those compiled with a recipe from a tuning record (the rest: default recipes).
+        recipes: kernel name -> its recipe.
+        workspace_bytes, weights_bytes: sizes of the workspace and of the weights.
+    """
+
+    name: str
+    object_path: Path
+    header_path: Path
+    weights_path: Path | None
+    shared_library_path: Path | None
+    inputs: tuple[TensorPort, ...]
+    outputs: tuple[TensorPort, ...]
+    triple: str
+    cpu: str
+    features: str
+    threads: int
+    kernels: tuple[str, ...]
+    tuned_kernels: tuple[str, ...]
+    recipes: dict[str, ScheduleRecipe] = field(repr=False)
+    workspace_bytes: int = 0
+    weights_bytes: int = 0
+
+
+def default_model_name(path: str | os.PathLike) -> str:
+    """A C identifier from the model file's name (``models/cifar-cnn.pb`` -> ``cifar_cnn``)."""
+    stem = Path(path).name
+    for suffix in (".pbtxt", ".pb"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    name = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "model"
+    return "_" + name if name[0].isdigit() else name
+
+
+def compile_model(
+    model: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    name: str | None = None,
+    target_triple: str | None = None,
+    cpu: str | None = None,
+    features: str | None = None,
+    threads: int | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    outputs: Sequence[str] | None = None,
+    signature: str | None = None,
+    fallback: bool = True,
+    embed_limit_bytes: int = DEFAULT_EMBED_LIMIT_BYTES,
+    shared_library: bool = True,
+    progress: Callable[[str], None] | None = None,
+    storage: str | None = None,
+    recipes: Mapping[str, ScheduleRecipe] | None = None,
+) -> ExportedModel:
+    """Compile ``model`` ahead of time into ``output_dir`` (module docstring).
+
+    Args:
+        model: frozen GraphDef (``.pb``/``.pbtxt``) or SavedModel directory.
+        output_dir: where the files go (created if needed; files of the same name are replaced).
+        name: C prefix of the symbols and stem of the files; default from the model's file name.
+        target_triple: LLVM triple or ``aarch64``; default the host. Another architecture is
+            cross-compiled: its kernels use records tuned on such a machine (copied into the
+            cache), else their default recipes for that target's vector lanes and registers.
+        cpu, features: LLVM CPU name and features (default the host's; ``generic`` and the
+            CPU's own features for a cross target).
+        threads: the thread count whose tuning records are used (default: the cores
+            available); the program may run with any thread count.
+        cache_dir, input_shapes, outputs, signature: as for :func:`polytf.load`.
+        fallback: False refuses a node polytf cannot compile while reading the model
+            (UnsupportedOpError); True (default) refuses it after lowering, naming every
+            such node and why (an exported model cannot run host steps either way).
+        embed_limit_bytes: weights larger than this go to ``NAME.weights``.
+        shared_library: also link ``NAME.so`` when a C compiler for the target is installed.
+        progress: called with each kernel's name as it is compiled.
+        storage: a ``postgresql://`` URL whose tuning records are used instead of the cache
+            directory's (default ``$POLYTF_STORAGE``; :func:`polytf.load`).
+        recipes: kernel name -> the recipe to compile it with, before any record (as
+            :func:`polytf.runtime.model_builder.build_model` takes them).
+
+    Returns:
+        What was written.
+
+    Raises:
+        CompileError: an invalid name or triple, a node that only runs on the host, or a
+            failed link.
+        GraphError, UnsupportedOpError, ShapeError: as :func:`polytf.load`.
+        CacheError, DependencyMissingError: a storage URL that cannot be used.
+    """
+    name = name or default_model_name(model)
+    if not _C_IDENTIFIER.fullmatch(name):
+        raise CompileError(f"--name {name!r} is not a C identifier (letters, digits and _, not starting with a digit)")
+    codegen = CodegenConfig()
+    target = CpuTarget(codegen, cpu_name=cpu, features=features, triple=target_triple)
+    threads = int(threads or default_thread_count())
+    source = Path(model).name
+    prepared = prepare_model(model, input_shapes, outputs, fallback=fallback, signature=signature)
+    cached = stored_recipes(prepared, storage, cache_dir, target, threads, codegen)
+    steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached, compiler=linkable_kernel(target))
+    layout = layout_model(prepared.graph, steps, source)
+    external = len(layout.weights) > embed_limit_bytes
+
+    directory = Path(output_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    data_layout = str(target.target_machine.target_data)
+    entry = target.optimise(entry_module(layout, name, external, target.triple, data_layout), f"{name} entry points")
+    modules = [(f"the entry points of {name}", str(entry))]
+    if not external:
+        modules.append((f"the weights of {name}", weights_module(layout.weights, weights_symbol(name), target.triple, data_layout)))
+    kernels = {call.kernel.symbol: call.kernel for call in layout.calls}
+    modules += [(f"kernel {symbol}", kernel.llvm_ir) for symbol, kernel in kernels.items()]
+    public = [f"{name}_run", f"{name}_run_with_workspace", f"{name}_workspace_bytes", f"{name}_init"]
+    object_path = directory / f"{name}.o"
+    _write_atomically(object_path, link_object(modules, public, target))
+    header_path = directory / f"{name}.h"
+    from polytf import __version__
+
+    header = header_text(layout, name, source, threads, target.triple, target.cpu_name, external, __version__)
+    _write_atomically(header_path, header.encode())
+    weights_path = directory / f"{name}.weights"
+    if external:
+        write_weights_file(weights_path, layout.weights, layout.tag)
+    else:
+        weights_path.unlink(missing_ok=True)  # a stale file of an earlier export must not be mistaken for this one's
+        weights_path = None
+    library_path = None
+    compiler = c_compiler(target) if shared_library else None
+    if compiler is not None:
+        library_path = directory / f"{name}.so"
+        link_shared_library(object_path, library_path, compiler)
+    return ExportedModel(
+        name=name,
+        object_path=object_path,
+        header_path=header_path,
+        weights_path=weights_path,
+        shared_library_path=library_path,
+        inputs=layout.inputs,
+        outputs=layout.outputs,
+        triple=target.triple,
+        cpu=target.cpu_name,
+        features=target.features,
+        threads=threads,
+        kernels=tuple(call.kernel.symbol for call in layout.calls),
+        tuned_kernels=tuned,
+        recipes={call.kernel.symbol: call.kernel.recipe for call in layout.calls},
+        workspace_bytes=layout.workspace_bytes,
+        weights_bytes=len(layout.weights),
+    )
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_name(path.name + ".partial")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
