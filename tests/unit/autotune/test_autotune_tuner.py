@@ -10,7 +10,6 @@ from polytf.autotune.tuner import tune_kernel
 from polytf.config import MeasurementConfig
 from polytf.errors import TuningError
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
@@ -41,7 +40,7 @@ def test_finds_the_best_of_what_it_measured_and_counts_failures(small_kernels):
     result = tune_kernel(kernel, TARGET, trials=40, threads=2, seed=1, evaluator=fake_evaluator(calls), on_trial=lambda n, r, m, f, b: trials.append((r, f)))
     measured = [fake_latency(r) for r in calls if r.unroll != 8]
     assert result.best_latency_s == pytest.approx(min(measured))
-    assert result.default_latency_s == pytest.approx(fake_latency(SearchSpace.for_scop(kernel.scop, 2).default_recipe()))
+    assert result.default_latency_s == pytest.approx(fake_latency(TARGET.search_space(kernel.scop, 2).default_recipe()))
     assert result.trials == 40
     failed = [r for r, f in trials if f is not None]
     assert len(failed) > 0 and all(r.unroll == 8 for r in failed)
@@ -97,7 +96,7 @@ def test_a_parameter_set_another_tuner_measured_is_not_timed_again(small_kernels
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     tune_kernel(kernel, TARGET, trials=5, threads=2, seed=0, storage=storage, study_name="k", evaluator=fake_evaluator([]))
     study = optuna.load_study(study_name="k", storage=storage)
-    default = SearchSpace.for_scop(kernel.scop, 2).default_recipe()
+    default = TARGET.search_space(kernel.scop, 2).default_recipe()
     measured = next(t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and ScheduleRecipe.from_dict(t.user_attrs["recipe"]) != default)
     study.enqueue_trial(measured.params)  # the next trial proposes the same parameters again
     calls = []  # a second tuner (its own process: nothing measured yet)
