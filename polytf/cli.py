@@ -282,7 +282,7 @@ def command_run(args) -> int:
 def command_compile(args) -> int:
     from rich.markup import escape
 
-    from polytf.export import RUNTIME_LIBRARIES, compile_model
+    from polytf.export import RUNTIME_LIBRARIES, c_parameters, compile_model
 
     with console.status("compiling kernels") as status:
         exported = compile_model(
@@ -314,8 +314,7 @@ def command_compile(args) -> int:
             stdout.print(f"wrote {path} ({path.stat().st_size} bytes)")
     if exported.shared_library_path is None and args.shared_library:
         stdout.print("no C compiler for this target: no shared library (link the object instead)")
-    signature = ", ".join([f"const {p.c_type} *{p.parameter}" for p in exported.inputs] + [f"{p.c_type} *{p.parameter}" for p in exported.outputs])
-    stdout.print(f"entry point: int {exported.name}_run({signature}, int threads)", highlight=False)
+    stdout.print(f"entry point: int {exported.name}_run({c_parameters(exported.inputs, exported.outputs)}, int threads)", highlight=False)
     stdout.print(f"link with: cc program.c {exported.object_path} {' '.join(RUNTIME_LIBRARIES)}", highlight=False)
     return 0
 

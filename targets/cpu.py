@@ -150,7 +150,7 @@ class CpuTarget(Target):
         host_triple = llvm.get_process_triple()
         self.triple = normalise_triple(triple) if triple else host_triple
         #: whether code for this target runs in this process (same architecture as the host)
-        self.runs_here = self.triple.split("-")[0] == host_triple.split("-")[0]
+        self.runs_here = self.architecture == host_triple.split("-")[0]
         host_cpu = self.runs_here and cpu_name is None
         self.cpu_name = cpu_name or (llvm.get_host_cpu_name() if host_cpu else "generic")
         if features is None:

@@ -4,6 +4,7 @@
 (:mod:`polytf.export.exporter` documents the files and shows a complete C program).
 """
 
+from polytf.export.c_header import c_parameters
 from polytf.export.entry_functions import STATUS_CODES
 from polytf.export.exporter import ExportedModel, compile_model, default_model_name
 from polytf.export.model_layout import TensorPort
@@ -17,6 +18,7 @@ __all__ = [
     "ExportedModel",
     "TensorPort",
     "c_compiler",
+    "c_parameters",
     "compile_model",
     "default_model_name",
 ]

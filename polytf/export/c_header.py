@@ -12,8 +12,9 @@ from __future__ import annotations
 from polytf.export.entry_functions import STATUS_CODES
 from polytf.export.model_layout import ModelLayout, TensorPort
 from polytf.export.object_file import RUNTIME_LIBRARIES
+from polytf.runtime.buffers import ALIGNMENT_BYTES
 
-__all__ = ["header_text"]
+__all__ = ["c_parameters", "header_text"]
 
 
 def _port_constants(prefix: str, kind: str, index: int, port: TensorPort) -> list[str]:
@@ -29,6 +30,11 @@ def _port_constants(prefix: str, kind: str, index: int, port: TensorPort) -> lis
     ]
 
 
+def c_parameters(inputs: tuple[TensorPort, ...], outputs: tuple[TensorPort, ...]) -> str:
+    """The input and output parameters of ``NAME_run`` as C (``const float *x, float *y``)."""
+    return ", ".join([f"const {p.c_type} *{p.parameter}" for p in inputs] + [f"{p.c_type} *{p.parameter}" for p in outputs])
+
+
 def header_text(layout: ModelLayout, name: str, source: str, threads: int, triple: str, cpu: str, external_weights: bool, version: str) -> str:
     """The header of model ``name`` (see the module docstring).
 
@@ -42,7 +48,6 @@ def header_text(layout: ModelLayout, name: str, source: str, threads: int, tripl
         version: polytf's version.
     """
     upper = name.upper()
-    parameters = [f"const {p.c_type} *{p.parameter}" for p in layout.inputs] + [f"{p.c_type} *{p.parameter}" for p in layout.outputs]
     lines = [
         f"/* {name}.h: the model {source}, compiled ahead of time by polytf {version} (`polytf compile`).",
         f" * Target: {triple}, CPU {cpu}. Do not edit: run `polytf compile` again.",
@@ -76,7 +81,7 @@ def header_text(layout: ModelLayout, name: str, source: str, threads: int, tripl
         "",
         f"#define {upper}_THREADS {threads}  /* the thread count the kernels were tuned for */",
         f"#define {upper}_WEIGHTS_EXTERNAL {int(external_weights)}",
-        f"#define {upper}_WORKSPACE_ALIGNMENT 64",
+        f"#define {upper}_WORKSPACE_ALIGNMENT {ALIGNMENT_BYTES}",
         f"#define {upper}_INPUT_COUNT {len(layout.inputs)}",
         f"#define {upper}_OUTPUT_COUNT {len(layout.outputs)}",
         "",
@@ -85,7 +90,7 @@ def header_text(layout: ModelLayout, name: str, source: str, threads: int, tripl
         lines += _port_constants(upper, "INPUT", i, port) + [""]
     for i, port in enumerate(layout.outputs):
         lines += _port_constants(upper, "OUTPUT", i, port) + [""]
-    joined = ", ".join(parameters)
+    joined = c_parameters(layout.inputs, layout.outputs)
     lines += [
         f"/* Bytes of the workspace {name}_run_with_workspace takes. */",
         f"size_t {name}_workspace_bytes(void);",

@@ -33,6 +33,7 @@ from polytf.export.model_layout import (
     ModelLayout,
 )
 from polytf.export.weights import WEIGHTS_FILE_HEADER_BYTES, WEIGHTS_FILE_MAGIC
+from polytf.runtime.buffers import ALIGNMENT_BYTES
 
 __all__ = ["STATUS_CODES", "entry_module", "weights_symbol", "weights_pointer_symbol"]
 
@@ -97,7 +98,7 @@ class _EntryBuilder:
         else:  # defined by the weights module the object links in
             self.weights = ir.GlobalVariable(self.module, ir.ArrayType(I8, size), name=weights_symbol(name))
             self.weights.global_constant = True
-            self.weights.align = 64
+            self.weights.align = ALIGNMENT_BYTES
         self.kernels = {}
         for call in layout.calls:
             if call.kernel.symbol not in self.kernels:
@@ -141,7 +142,7 @@ class _EntryBuilder:
         for pointer in [*inputs, *outputs, workspace]:
             self._fail_unless(builder, builder.icmp_unsigned("!=", pointer, null), "ERROR_NULL_ARGUMENT")
         self._fail_unless(builder, builder.icmp_signed(">", threads, ir.Constant(I32, 0)), "ERROR_INVALID_THREADS")
-        misalignment = builder.and_(builder.ptrtoint(workspace, I64), ir.Constant(I64, 63))
+        misalignment = builder.and_(builder.ptrtoint(workspace, I64), ir.Constant(I64, ALIGNMENT_BYTES - 1))
         self._fail_unless(builder, builder.icmp_unsigned("==", misalignment, ir.Constant(I64, 0)), "ERROR_WORKSPACE_ALIGNMENT")
         weights = self._weights_base(builder)
         if self.external_weights:
@@ -209,7 +210,7 @@ class _EntryBuilder:
         function.args[-1].name = "threads"
         builder = ir.IRBuilder(function.append_basic_block("entry"))
         slot = builder.alloca(I8_POINTER, name="workspace_slot")
-        failed = builder.call(self.libc["posix_memalign"], [slot, ir.Constant(I64, 64), ir.Constant(I64, self.layout.workspace_bytes)])
+        failed = builder.call(self.libc["posix_memalign"], [slot, ir.Constant(I64, ALIGNMENT_BYTES), ir.Constant(I64, self.layout.workspace_bytes)])
         self._fail_unless(builder, builder.icmp_signed("==", failed, ir.Constant(I32, 0)), "ERROR_OUT_OF_MEMORY")
         workspace = builder.load(slot)
         builder.store(ir.Constant(I64, 0), builder.bitcast(workspace, I64.as_pointer()), align=8)  # a new workspace
@@ -256,7 +257,7 @@ class _EntryBuilder:
             builder.call(self.libc["fclose"], [file])
             builder.ret(_status("ERROR_WEIGHTS_FILE"))
         slot = builder.alloca(I8_POINTER, name="weights_slot")
-        failed = builder.call(self.libc["posix_memalign"], [slot, ir.Constant(I64, 64), ir.Constant(I64, max(size, 1))])
+        failed = builder.call(self.libc["posix_memalign"], [slot, ir.Constant(I64, ALIGNMENT_BYTES), ir.Constant(I64, max(size, 1))])
         with builder.if_then(builder.icmp_signed("!=", failed, ir.Constant(I32, 0)), likely=False):
             builder.call(self.libc["fclose"], [file])
             builder.ret(_status("ERROR_OUT_OF_MEMORY"))

@@ -49,7 +49,7 @@ from polytf.export.entry_functions import entry_module, weights_symbol
 from polytf.export.kernel_code import linkable_kernel
 from polytf.export.model_layout import TensorPort, layout_model
 from polytf.export.object_file import c_compiler, link_object, link_shared_library
-from polytf.export.weights import DEFAULT_EMBED_LIMIT_BYTES, weights_module, write_weights_file
+from polytf.export.weights import DEFAULT_EMBED_LIMIT_BYTES, weights_file_header, weights_module
 from polytf.runtime.model_builder import compile_steps, prepare_model, stored_recipes
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
@@ -186,11 +186,10 @@ def compile_model(
     header_path = directory / f"{name}.h"
     from polytf import __version__
 
-    header = header_text(layout, name, source, threads, target.triple, target.cpu_name, external, __version__)
-    _write_atomically(header_path, header.encode())
+    _write_atomically(header_path, header_text(layout, name, source, threads, target.triple, target.cpu_name, external, __version__).encode())
     weights_path = directory / f"{name}.weights"
     if external:
-        write_weights_file(weights_path, layout.weights, layout.tag)
+        _write_atomically(weights_path, weights_file_header(layout.tag, len(layout.weights)), layout.weights)
     else:
         weights_path.unlink(missing_ok=True)  # a stale file of an earlier export must not be mistaken for this one's
         weights_path = None
@@ -219,8 +218,11 @@ def compile_model(
     )
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, *chunks: bytes) -> None:
+    """Write ``chunks`` one after the other to ``path``: a reader sees the old file or the new one."""
     temporary = path.with_name(path.name + ".partial")
-    temporary.write_bytes(data)
+    with open(temporary, "wb") as handle:
+        for chunk in chunks:
+            handle.write(chunk)
     os.replace(temporary, path)
 

@@ -42,10 +42,13 @@ from polytf.errors import CompileError, GraphError
 from polytf.export.kernel_code import LinkableKernel
 from polytf.graph import Graph
 from polytf.ops.lowering import LoweredKernel
+from polytf.poly.access_bounds import array_bytes
 from polytf.runtime.binding_plan import plan_model
+from polytf.runtime.buffers import ALIGNMENT_BYTES
 from polytf.runtime.constant_layout import ModelConstants
 from polytf.runtime.execution_context import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, KernelPlan
 from polytf.runtime.host_fallback import HostStep
+from polytf.schedules.validation import round_up
 
 __all__ = [
     "ALIGNMENT_BYTES",
@@ -59,8 +62,6 @@ __all__ = [
     "layout_model",
 ]
 
-#: Alignment of every weight and workspace buffer, and of the workspace itself (a cache line).
-ALIGNMENT_BYTES = 64
 #: Bytes at the start of the workspace that hold the model's tag (one cache line).
 WORKSPACE_HEADER_BYTES = 64
 #: C type of each dtype an exported model's inputs and outputs may have.
@@ -73,7 +74,10 @@ WORKSPACE = "workspace"
 
 
 def _aligned(offset: int) -> int:
-    return -(-offset // ALIGNMENT_BYTES) * ALIGNMENT_BYTES
+    """``offset`` rounded up to the alignment of every weight and workspace buffer, and of
+    the workspace itself: the runtime's (:data:`polytf.runtime.buffers.ALIGNMENT_BYTES`), so
+    the kernels see the same alignment as under ``polytf.load``."""
+    return round_up(offset, ALIGNMENT_BYTES)
 
 
 @dataclass(frozen=True)
@@ -286,7 +290,8 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
                 zeroed.append((start, nbytes))
         return start
 
-    intermediate_offsets = {storage: reserve(storage, int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize) for storage, (shape, dtype) in plan.intermediates.items()}
+    intermediate_bytes = {storage: int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for storage, (shape, dtype) in plan.intermediates.items()}
+    intermediate_offsets = {storage: reserve(storage, nbytes) for storage, nbytes in intermediate_bytes.items()}
 
     def sized(binding, slot_bytes: int, info) -> tuple[BufferAddress, int]:
         """The address of a binding and the bytes there."""
@@ -299,9 +304,8 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
         if binding.kind == CONSTANT:
             return BufferAddress(WEIGHTS, weight_offsets[binding.key]), constants.values[binding.key].nbytes
         if binding.kind == INTERMEDIATE:
-            shape, dtype = plan.intermediates[binding.key]
-            return BufferAddress(WORKSPACE, intermediate_offsets[binding.key]), int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        own = max(slot_bytes, int(np.prod(info.shape, dtype=np.int64)) * np.dtype(info.dtype).itemsize)
+            return BufferAddress(WORKSPACE, intermediate_offsets[binding.key]), intermediate_bytes[binding.key]
+        own = max(slot_bytes, array_bytes(info))
         what = f"{info.name} of {info.tensor or 'kernel'} ({info.role})"
         return BufferAddress(WORKSPACE, reserve(what, own, zero=info.role == "scratch")), own
 

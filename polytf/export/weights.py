@@ -15,11 +15,11 @@ the blob goes to ``NAME.weights``, which ``NAME_init(path)`` reads once; its hea
 
 from __future__ import annotations
 
-import os
 import struct
-from pathlib import Path
 
-__all__ = ["DEFAULT_EMBED_LIMIT_BYTES", "WEIGHTS_FILE_HEADER_BYTES", "WEIGHTS_FILE_MAGIC", "weights_module", "write_weights_file"]
+from polytf.runtime.buffers import ALIGNMENT_BYTES
+
+__all__ = ["DEFAULT_EMBED_LIMIT_BYTES", "WEIGHTS_FILE_HEADER_BYTES", "WEIGHTS_FILE_MAGIC", "weights_file_header", "weights_module"]
 
 #: Weights up to this many bytes go into the object; more go to ``NAME.weights`` (256 MiB:
 #: objects that large link slowly, and a ``.rodata`` past 2 GiB needs a larger code model).
@@ -29,7 +29,7 @@ WEIGHTS_FILE_MAGIC = b"POLYTFW\x01"
 
 
 def weights_module(blob: bytes, symbol: str, triple: str, data_layout: str) -> str:
-    """LLVM IR text of a module defining ``@symbol``: ``blob`` as a 64-byte aligned constant
+    """LLVM IR text of a module defining ``@symbol``: ``blob`` as a constant aligned as the runtime's buffers
     ``[N x i8]`` (N at least 1), to be linked with the entry points and made internal.
 
     The string is written with one escape per byte (``\\XX``), built by ``bytes.hex`` rather
@@ -39,17 +39,12 @@ def weights_module(blob: bytes, symbol: str, triple: str, data_layout: str) -> s
     escaped = "\\" + data.hex("\\").upper()
     return (
         f'target triple = "{triple}"\ntarget datalayout = "{data_layout}"\n'
-        f'@{symbol} = constant [{len(data)} x i8] c"{escaped}", align 64\n'
+        f'@{symbol} = constant [{len(data)} x i8] c"{escaped}", align {ALIGNMENT_BYTES}\n'
     )
 
 
-def write_weights_file(path: Path, blob: bytes, tag: int) -> None:
-    """Write ``blob`` with its header (module docstring) to ``path``, atomically (a reader
-    sees the old file or the new one)."""
-    header = WEIGHTS_FILE_MAGIC + struct.pack("<QQ", tag, len(blob))
-    header += b"\0" * (WEIGHTS_FILE_HEADER_BYTES - len(header))
-    temporary = path.with_name(path.name + ".partial")
-    with open(temporary, "wb") as handle:
-        handle.write(header)
-        handle.write(blob)
-    os.replace(temporary, path)
+def weights_file_header(tag: int, payload_bytes: int) -> bytes:
+    """The :data:`WEIGHTS_FILE_HEADER_BYTES` bytes before the blob in ``NAME.weights``
+    (module docstring)."""
+    header = WEIGHTS_FILE_MAGIC + struct.pack("<QQ", tag, payload_bytes)
+    return header + b"\0" * (WEIGHTS_FILE_HEADER_BYTES - len(header))

@@ -42,7 +42,7 @@ from filelock import FileLock, Timeout
 
 from polytf.config import CACHE_DIR_ENVIRONMENT_VARIABLE
 from polytf.errors import CacheError, CacheWarning
-from polytf.runtime.cache_key import CacheKey, describe_key_differences, stored_key_problem
+from polytf.runtime.cache_key import CacheKey, check_stored_key, stored_key_problem
 from polytf.runtime.study_storage import delete_idle_studies, open_study_storage, sqlite_url
 from polytf.runtime.tuning_record import MAX_RECORD_BYTES, TuningRecord, parse_record_text, record_to_json
 
@@ -204,8 +204,7 @@ class KernelCache:
             if not path.is_file():
                 return None
             record = _parse_file(path)
-            if record.key != expected:
-                raise CacheError(describe_key_differences(record.key, expected))
+            check_stored_key(record.key, expected)
         except OSError as error:  # e.g. a records directory this user may not read
             warn_ignored_record(path, f"it cannot be read ({error.strerror or error})")
             return None

@@ -19,6 +19,7 @@ import islpy
 import llvmlite
 
 import polytf
+from polytf.errors import CacheError
 
 
 def current_versions() -> dict:
@@ -136,6 +137,13 @@ def describe_key_differences(stored: object, expected: dict) -> str:
     if len(differences) > _MAX_DIFFERENCES:
         shown += f"; and {len(differences) - _MAX_DIFFERENCES} more"
     return f"recorded for another key: {shown}"
+
+
+def check_stored_key(stored: object, expected: dict) -> None:
+    """Raise CacheError (:func:`describe_key_differences`: the reason alone, the caller names
+    the record) unless a record's stored key is ``expected`` (``CacheKey.as_dict()``)."""
+    if stored != expected:
+        raise CacheError(describe_key_differences(stored, expected))
 
 
 def _field_order(name: str) -> tuple[int, str]:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from polytf.errors import CacheError, DependencyMissingError
 from polytf.runtime.advisory_lock import AdvisoryLock, one_line
 from polytf.runtime.cache import warn_ignored_record
-from polytf.runtime.cache_key import CacheKey, describe_key_differences
+from polytf.runtime.cache_key import CacheKey, check_stored_key
 from polytf.runtime.tuning_record import TuningRecord, parse_record_text, record_to_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -192,8 +192,7 @@ class DatabaseStorage:
             return None
         try:
             record = parse_record_text(text)
-            if record.key != expected:
-                raise CacheError(describe_key_differences(record.key, expected))
+            check_stored_key(record.key, expected)
         except CacheError as error:
             warn_ignored_record(self.record_location(key), str(error))
             return None

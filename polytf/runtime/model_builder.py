@@ -208,7 +208,7 @@ def compile_steps(
     compiler = compiler or target.compile
     compiled: list[tuple[LoweredKernel, CompiledKernel] | HostStep] = []
     tuned = []
-    rejected: set[Path] = set()
+    rejected: set[Path | str] = set()
     for kernel in prepared.steps():
         if isinstance(kernel, HostStep):
             compiled.append(kernel)
@@ -240,7 +240,7 @@ def _compile(kernel: LoweredKernel, recipe: ScheduleRecipe, compiler: KernelComp
         raise error.with_context(f"while compiling kernel {kernel.scop.name} ({', '.join(op for _, op in kernel.scop.ops)})") from None
 
 
-def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, compiler: KernelCompiler, rejected: set[Path]) -> CompiledKernel | None:
+def _compile_cached(kernel: LoweredKernel, cached: CachedRecipe, compiler: KernelCompiler, rejected: set[Path | str]) -> CompiledKernel | None:
     """The kernel compiled with a record's recipe, or None (after one warning per record)."""
     if cached.record in rejected:
         return None
