@@ -10,14 +10,14 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from export_graphs import write_embedding_graphdef
-from exported_programs import aarch64_toolchain, build_program, run_program
+from exported_programs import aarch64_toolchain, build_program, check_gather_program, run_program
 from graphdef_builders import write_matmul_graphdef
 from system_tools import require_tool
 
 import polytf
 from polytf.config import CodegenConfig
 from polytf.errors import CompileError
-from polytf.export import STATUS_CODES, compile_model
+from polytf.export import compile_model
 from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
 from polytf.runtime.model_builder import cache_key, default_recipe, prepare_model
 from polytf.schedules.recipe import ScheduleRecipe
@@ -88,14 +88,7 @@ def test_aarch64_programs_run_under_qemu_and_match(matmul_model, tmp_path):
     embedding = tmp_path / "embedding.pb"
     table = write_embedding_graphdef(embedding)
     exported = compile_model(embedding, tmp_path / "embedding", target_triple="aarch64", threads=1, cache_dir=tmp_path / "cache", outputs=["out", "ids_out"])
-    program = build_program(exported, toolchain)
-    ids = np.array([9, 0, 4, 4, 2, 8], np.int32)
-    run = run_program(exported, program, {"ids": ids}, toolchain)
-    assert run.status == 0, run.stderr
-    np.testing.assert_array_equal(run.outputs["out"], np.maximum(table[ids], 0))
-    np.testing.assert_array_equal(run.outputs["ids_out"], ids)
-    ids[0] = 10
-    assert run_program(exported, program, {"ids": ids}, toolchain).status == STATUS_CODES["ERROR_INDEX_OUT_OF_RANGE"]
+    check_gather_program(exported, toolchain, table, np.array([9, 0, 4, 4, 2, 8], np.int32), bad_ids=(10,), position=0)
 
 
 @pytest.mark.tensorflow

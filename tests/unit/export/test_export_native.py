@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from export_graphs import write_embedding_graphdef
-from exported_programs import build_program, native_toolchain, run_program
+from exported_programs import build_program, check_gather_program, native_toolchain, run_program
 from graphdef_builders import write_matmul_graphdef
 
 import polytf
@@ -134,17 +134,7 @@ def test_gather_ids_are_checked_and_passed_through_outputs_copied(tmp_path):
     exported = _export(model, tmp_path, outputs=["out", "ids_out"])
     assert [p.name for p in exported.outputs] == ["out", "ids_out"] and exported.inputs[0].dtype == "int32"
     assert "int embedding_run(const int32_t *ids, float *out, int32_t *ids_out, int threads);" in exported.header_path.read_text()
-    toolchain = native_toolchain()
-    program = build_program(exported, toolchain)
-    ids = np.array([0, 9, 3, 3, 1, 7], np.int32)
-    run = run_program(exported, program, {"ids": ids}, toolchain)
-    assert run.status == 0, run.stderr
-    np.testing.assert_array_equal(run.outputs["out"], np.maximum(table[ids], 0))
-    np.testing.assert_array_equal(run.outputs["ids_out"], ids)
-    for bad in (10, -1):
-        wrong = ids.copy()
-        wrong[4] = bad
-        assert run_program(exported, program, {"ids": wrong}, toolchain).status == STATUS_CODES["ERROR_INDEX_OUT_OF_RANGE"]
+    check_gather_program(exported, native_toolchain(), table, np.array([0, 9, 3, 3, 1, 7], np.int32), bad_ids=(10, -1), position=4)
 
 
 def test_two_exported_models_link_into_one_program(matmul_model, tmp_path):
