@@ -5,7 +5,7 @@ its numpy reference and the seeded inputs, computed once. A persistent worker pr
 (:mod:`polytf.autotune.worker`, a fresh interpreter: it inherits no LLVM, OpenMP or BLAS
 threads, and never re-runs the caller's script) receives them once per kernel and then one recipe per
 candidate; it runs the candidate's generated code and answers with a
-:class:`~polytf.autotune.measure.Measurement`. Each candidate has a wall-clock limit.
+:class:`~polytf.runtime.cpu.kernel_bench.Measurement`. Each candidate has a wall-clock limit.
 When the worker dies (a signal, an LLVM abort) or runs over the limit (it is killed),
 the candidate fails with the cause, e.g. ``signal 11 (SIGSEGV)``, ``LLVM abort: LLVM
 ERROR: ...`` or ``timed out after 10 s``, and the next candidate gets a new worker.
@@ -26,11 +26,11 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 
-from polytf.autotune.measure import Measurement, reference_data
+from polytf.compiler.model_builder import constant_arrays
 from polytf.config import CodegenConfig, MeasurementConfig, TuningConfig
 from polytf.errors import TuningError
-from polytf.ops.lowering import LoweredKernel
-from polytf.runtime.model_builder import constant_arrays
+from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.runtime.cpu.kernel_bench import Measurement, reference_data
 from polytf.schedules.recipe import ScheduleRecipe
 
 

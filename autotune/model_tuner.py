@@ -28,7 +28,7 @@ Any number of tuners may share one cache directory, on the same model or not: a
 kernel's study is shared (:mod:`polytf.autotune.shared_study`), and the tuners take
 turns to measure (the cache's ``measurement`` lock), so that their timings never overlap
 on the machine's cores. Tuners on several machines share a database instead
-(``storage="postgresql://..."``, :mod:`polytf.runtime.tuning_storage`): records, studies
+(``storage="postgresql://..."``, :mod:`polytf.storage.tuning_storage`): records, studies
 and study locks live in it, and each machine's cache directory keeps only its
 ``measurement`` lock.
 """
@@ -50,15 +50,15 @@ from polytf.autotune.shared_study import UnlimitedWait
 from polytf.autotune.task_scheduler import Task, TaskScheduler
 from polytf.autotune.tuner import KernelTuning, KernelTuningResult, TrialCallback, tune_kernel
 from polytf.autotune.warm_start import WarmStarts, kernel_family
+from polytf.compiler.model_builder import build_model, cache_key, prepare_model, schedule_record
+from polytf.compiler.target_selection import is_gpu_target, select_target, target_threads
 from polytf.config import CodegenConfig, TuningConfig, default_thread_count
 from polytf.errors import PolytfError, TuningError
-from polytf.ops.lowering import LoweredKernel
+from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.poly.flops import domain_points
-from polytf.runtime.cache import KernelCache, TuningRecord
-from polytf.runtime.model_builder import build_model, cache_key, prepare_model, schedule_record
-from polytf.runtime.target_selection import is_gpu_target, select_target, target_threads
-from polytf.runtime.tuning_storage import TuningStorage, open_tuning_storage
 from polytf.schedules.structure import anchor_statement
+from polytf.storage.cache import KernelCache, TuningRecord
+from polytf.storage.tuning_storage import TuningStorage, open_tuning_storage
 from polytf.targets.target import Target
 
 
@@ -183,9 +183,9 @@ def tune_model(
     (seconds of wall time, counted from this call; see the module). ``target``: ``"cpu"``
     or ``"cuda"`` (recipes from the GPU's search space, candidates compiled and timed on the
     GPU in the worker, records under the GPU's fingerprint; ``threads`` is then ignored:
-    :data:`~polytf.runtime.target_selection.GPU_THREADS`).
+    :data:`~polytf.compiler.target_selection.GPU_THREADS`).
 
-    ``storage``: where records and studies live (:func:`~polytf.runtime.tuning_storage.open_tuning_storage`:
+    ``storage``: where records and studies live (:func:`~polytf.storage.tuning_storage.open_tuning_storage`:
     None reads ``$POLYTF_STORAGE``, else the cache directory; ``"postgresql://..."``: that
     database, shared with tuners on other machines).
 
@@ -285,7 +285,7 @@ def _built_model(prepared, recipes: Mapping[str, object], target: Target, thread
     """The model with ``recipes`` (others: default recipes) for ``target``: a CompiledModel,
     or a CudaModel on the GPU (whose ``latency_s`` is timed with CUDA events)."""
     if is_gpu_target(target):
-        from polytf.runtime.cuda_model import build_cuda_model
+        from polytf.runtime.cuda.cuda_model import build_cuda_model
 
         return build_cuda_model(prepared, recipes, target)
     return build_model(prepared, recipes, target, threads)

@@ -24,12 +24,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from polytf.compiler.model_builder import PreparedModel, cache_key, prepare_model
 from polytf.config import VERIFY_TIME_LIMIT_S, CodegenConfig, MeasurementConfig, code_knobs
 from polytf.errors import PolytfError
-from polytf.ops.lowering import LoweredKernel
-from polytf.runtime.cache import KernelCache, TuningRecord
-from polytf.runtime.cache_key import current_versions, key_differences
-from polytf.runtime.model_builder import PreparedModel, cache_key, prepare_model
+from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.storage.cache import KernelCache, TuningRecord
+from polytf.storage.cache_key import current_versions, key_differences
 from polytf.targets.cpu import CpuTarget
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"

@@ -32,11 +32,11 @@ import optuna
 from optuna.trial import TrialState
 
 from polytf.autotune.isolation import CandidateEvaluator
-from polytf.autotune.measure import Measurement
 from polytf.autotune.shared_study import claim_trial, owner_name, tell_trial, wait_for_running_trials
 from polytf.config import CodegenConfig, MeasurementConfig, TuningConfig
 from polytf.errors import TuningError
-from polytf.ops.lowering import LoweredKernel
+from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.runtime.cpu.kernel_bench import Measurement
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.target import Target

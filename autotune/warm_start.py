@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from polytf.errors import ScheduleError
-from polytf.ops.lowering import LoweredKernel
+from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.validation import TargetLimits, validate_recipe

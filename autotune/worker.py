@@ -14,7 +14,7 @@ Protocol (``multiprocessing`` connection, pickled tuples), parent → worker:
   ``("failure", cause)`` when the target cannot be used here (no CuPy or no GPU).
 - ``("candidate", recipe_dict, cutoff_s, verify_only, fault)``: compile the recipe, verify
   it, and unless ``verify_only`` time it (:meth:`KernelBench.measure` on the CPU,
-  :meth:`~polytf.autotune.device_measure.DeviceKernelBench.measure` on the GPU: CUDA
+  :meth:`~polytf.runtime.cuda.kernel_bench.DeviceKernelBench.measure` on the GPU: CUDA
   events around each launch); answered ``("measurement", Measurement)`` or
   ``("failure", cause)`` for a recipe that raises (illegal, does not compile, or an
   internal error). On the GPU, an error that is not polytf's own (a CUDA error: an illegal
@@ -127,22 +127,22 @@ def serve(connection) -> None:
 
 def _target_and_bench(target_name: str, scop, inputs, expected, codegen):
     """The worker's target and bench for ``target_name``: the CPU with a
-    :class:`~polytf.autotune.measure.KernelBench`, or the GPU with a
-    :class:`~polytf.autotune.device_measure.DeviceKernelBench` on CuPy (on the CPU emulation
+    :class:`~polytf.runtime.cpu.kernel_bench.KernelBench`, or the GPU with a
+    :class:`~polytf.runtime.cuda.kernel_bench.DeviceKernelBench` on CuPy (on the CPU emulation
     of the device with ``POLYTF_CUDA_EMULATION=1``).
 
     Raises:
         DependencyMissingError: ``"cuda"`` without CuPy or a GPU.
         PolytfError: an unknown target name.
     """
-    from polytf.runtime.target_selection import device_backend, select_target
+    from polytf.compiler.target_selection import device_backend, select_target
 
     target = select_target(target_name, codegen)
     if target.name == "cuda":
-        from polytf.autotune.device_measure import DeviceKernelBench
+        from polytf.runtime.cuda.kernel_bench import DeviceKernelBench
 
         return target, DeviceKernelBench(scop, inputs, expected, device_backend())
-    from polytf.autotune.measure import KernelBench
+    from polytf.runtime.cpu.kernel_bench import KernelBench
 
     return target, KernelBench(scop=scop, inputs=inputs, expected=expected)
 

@@ -17,13 +17,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from polytf.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from polytf.autotune.model_tuner import TuneReport
     from polytf.export import ExportedModel
-    from polytf.runtime.compiled_model import CompiledModel
-    from polytf.runtime.cuda_model import CudaModel
+    from polytf.runtime.cpu.compiled_model import CompiledModel
+    from polytf.runtime.cuda.cuda_model import CudaModel
 
 
 def load(
@@ -62,10 +62,10 @@ def load(
             read from the cache directory then. Needs ``pip install 'polytf[postgresql]'``.
 
     Returns:
-        With ``target="cuda"``: a :class:`~polytf.runtime.cuda_model.CudaModel` that keeps
+        With ``target="cuda"``: a :class:`~polytf.runtime.cuda.cuda_model.CudaModel` that keeps
         every tensor on the GPU (weights uploaded once): numpy arrays in give numpy arrays
         out; CuPy arrays in give CuPy arrays out, with no copy to the host. Otherwise a
-        :class:`~polytf.runtime.compiled_model.CompiledModel`, called as
+        :class:`~polytf.runtime.cpu.compiled_model.CompiledModel`, called as
         ``model(**{placeholder_name: array}) -> {output_name: array}``, safe to call from
         several threads at once. Kernels without a usable tuning record use the default
         recipe: a corrupt, foreign (another key) or illegal record is skipped with one
@@ -79,7 +79,7 @@ def load(
         CacheError: a ``storage`` URL that is invalid or whose server cannot be reached.
         PolytfError: an unknown ``target``.
     """
-    from polytf.runtime.model_builder import load_model
+    from polytf.compiler.model_builder import load_model
 
     return load_model(
         path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature, target=target,

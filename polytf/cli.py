@@ -17,12 +17,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from polytf import __version__
 from polytf.config import VERIFY_TIME_LIMIT_S, TuningConfig
 from polytf.errors import PolytfError
+from polytf.version import __version__
 
 console = Console(stderr=True)
-#: ``--target`` values (polytf.runtime.target_selection.TARGET_NAMES, without importing the runtime)
+#: ``--target`` values (polytf.compiler.target_selection.TARGET_NAMES, without importing the runtime)
 TARGET_CHOICES = ("cpu", "cuda")
 # Wide tables when writing to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 160)
@@ -320,13 +320,13 @@ def command_compile(args) -> int:
 
 
 def command_show(args) -> int:
+    from polytf.compiler.model_builder import cache_key, constant_arrays, default_recipe, prepare_model
     from polytf.config import CodegenConfig, default_thread_count
     from polytf.errors import PolytfError
-    from polytf.graph.passes.pipeline import summary
-    from polytf.runtime.cache import KernelCache, warn_ignored_record
-    from polytf.runtime.model_builder import cache_key, constant_arrays, default_recipe, prepare_model
-    from polytf.runtime.tuning_storage import open_tuning_storage
+    from polytf.passes.pipeline import summary
     from polytf.schedules.recipe import ScheduleRecipe
+    from polytf.storage.cache import KernelCache, warn_ignored_record
+    from polytf.storage.tuning_storage import open_tuning_storage
     from polytf.targets.compile_driver import emit_kernel
     from polytf.targets.cpu import CpuTarget
 
@@ -359,7 +359,7 @@ def command_show(args) -> int:
         raise SystemExit(f"error: no kernel {args.kernel!r}; kernels: {', '.join(k.scop.name for k in prepared.kernels)}")
     kernel = matches[0]
     if args.target == "cuda":  # code only: no device needed (without one, PTX for --arch or sm_80)
-        from polytf.runtime.target_selection import GPU_THREADS
+        from polytf.compiler.target_selection import GPU_THREADS
         from polytf.targets.cuda import CudaTarget
 
         target = CudaTarget(compute_capability=args.arch) if args.arch else CudaTarget()
@@ -423,7 +423,7 @@ def show_profile(args) -> int:
 
     import polytf
     from polytf.bench.peak import measure_fp32_peak
-    from polytf.runtime.profile import profile_model
+    from polytf.runtime.cpu.profile import profile_model
     from polytf.runtime.sample_inputs import sample_inputs
 
     if args.repeats < 1:
@@ -448,7 +448,7 @@ def show_profile(args) -> int:
 
 def print_pass_reports(model: str, reports) -> None:
     """One table row per graph pass run (node and edge counts before and after), then the totals."""
-    from polytf.graph.passes.pipeline import summary
+    from polytf.passes.pipeline import summary
 
     table = Table(title=f"graph passes of {model}")
     for column in ("round", "pass", "nodes before", "nodes after", "edges before", "edges after", "rewrites"):
@@ -478,7 +478,7 @@ def print_pass_reports(model: str, reports) -> None:
 
 
 def command_cache(args) -> int:
-    from polytf.runtime.cache import KernelCache
+    from polytf.storage.cache import KernelCache
 
     cache = KernelCache(args.cache_dir)
     if args.action == "path":
@@ -541,11 +541,11 @@ def _model_coverage(args) -> int:
     unsupported; ops folded away or removed by the passes are listed as such."""
     from collections import Counter
 
+    from polytf.compiler.model_builder import prepare_model
     from polytf.errors import UnsupportedOpError
     from polytf.frontend import load_graph
-    from polytf.graph.passes.fusion import is_compute
     from polytf.ops.registry import lookup
-    from polytf.runtime.model_builder import prepare_model
+    from polytf.passes.fusion import is_compute
 
     original = load_graph(args.model, signature=args.signature)
     before = Counter(node.op for node in original.nodes.values())
@@ -587,8 +587,8 @@ def _model_coverage(args) -> int:
 
 def _rewritten_ops() -> dict[str, str]:
     """Ops the graph passes replace by compiled ops, with a note naming the pass."""
-    from polytf.graph.passes.index_op_expansion import INDEX_OPS
-    from polytf.graph.passes.multi_output import MULTI_OUTPUT_OPS
+    from polytf.passes.index_op_expansion import INDEX_OPS
+    from polytf.passes.multi_output import MULTI_OUTPUT_OPS
 
     return {
         **dict.fromkeys(INDEX_OPS, "compiled as comparisons, selections and reductions (index-op expansion pass)"),

@@ -104,7 +104,7 @@ class FrontendConfig:
 
 @dataclass(frozen=True)
 class GraphPassConfig:
-    """Settings of the graph passes (``polytf.graph.passes.pipeline.optimize``).
+    """Settings of the graph passes (``polytf.passes.pipeline.optimize``).
 
     They change which kernels a model is partitioned into, not the code of a kernel: a
     kernel's Scop fingerprint already tells two partitions apart, so these stay out of
@@ -141,7 +141,7 @@ TUNING_FAULTS_ENVIRONMENT_VARIABLE = "POLYTF_TUNING_FAULTS"
 #: Environment variable that, set to ``1``, runs target ``cuda`` without a GPU: kernels are
 #: still compiled to PTX (for the offline device of :class:`polytf.targets.cuda.CudaTarget`,
 #: whose fingerprint no real GPU shares), but every launch runs the kernel's GPU schedule
-#: compiled for the CPU (:mod:`polytf.runtime.emulated_device`), in models, tuning workers
+#: compiled for the CPU (:mod:`polytf.runtime.cuda.emulated_device`), in models, tuning workers
 #: and ``polytf bench --target cuda`` alike. For tests and for checking GPU recipes on a
 #: machine without one; its timings are the CPU's.
 CUDA_EMULATION_ENVIRONMENT_VARIABLE = "POLYTF_CUDA_EMULATION"
@@ -172,5 +172,5 @@ class TuningConfig:
 
 
 def code_knobs(codegen: CodegenConfig) -> dict:
-    """The settings that enter a :class:`polytf.runtime.cache.CacheKey`."""
+    """The settings that enter a :class:`polytf.storage.cache.CacheKey`."""
     return {"codegen": asdict(codegen)}

@@ -33,10 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from polytf.compiler.model_builder import constant_arrays, prepare_model
 from polytf.config import CodegenConfig, code_knobs
 from polytf.model_zoo import MODEL_NAMES, write_model
-from polytf.runtime.cache_key import CacheKey
-from polytf.runtime.model_builder import constant_arrays, prepare_model
+from polytf.storage.cache_key import CacheKey
 from polytf.targets.compile_driver import emit_kernel
 from polytf.targets.cpu import CpuTarget
 from polytf.targets.cuda import CudaTarget

@@ -13,12 +13,12 @@ graph output) to every fourth node, so fusion groups have outputs in the middle.
 
 For each length and chain, one fresh process runs :func:`polytf.load` on an empty cache
 directory and times each stage inside that call (by wrapping the functions
-:func:`polytf.runtime.model_builder.load_model` calls): reading and shape inference, the
-graph passes (:func:`polytf.graph.passes.pipeline.optimize`), partition, lowering, the cache
+:func:`polytf.compiler.model_builder.load_model` calls): reading and shape inference, the
+graph passes (:func:`polytf.passes.pipeline.optimize`), partition, lowering, the cache
 lookup (Scop fingerprints), and scheduling + LLVM code generation + JIT of every kernel with
 its default recipe (``build_model``); the total is the whole ``polytf.load`` call. The model
 then runs once and is compared with numpy. For ``--passes-lengths`` only
-:func:`~polytf.runtime.model_builder.prepare_graph` runs (read, shape inference, graph passes).
+:func:`~polytf.compiler.model_builder.prepare_graph` runs (read, shape inference, graph passes).
 Writes a Markdown table with the machine named.
 """
 
@@ -43,8 +43,8 @@ def measure(length: int, chain: str, passes_only: bool) -> dict:
     import numpy as np
 
     import polytf
+    from polytf.compiler import model_builder
     from polytf.model_zoo.chains import chain_reference, elementwise_chain
-    from polytf.runtime import model_builder
 
     seconds = {column: 0.0 for column, _ in STAGES}
 

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from polytf.autotune.measure import KernelBench
+from polytf.compiler.model_builder import prepare_model
 from polytf.config import MeasurementConfig
 from polytf.model_zoo import write_model
-from polytf.runtime.model_builder import prepare_model
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.targets.cpu import CpuTarget
 from polytf.targets.cuda import CudaTarget
 from polytf.targets.ptxas import assemble, find_ptxas
@@ -49,8 +49,8 @@ def end_to_end(path: Path, prepared, target: CudaTarget) -> tuple[float, bool]:
     """The model on the emulated device against TensorFlow: (max error / max |reference|, within tolerance)."""
     from polytf.model_zoo import run_graphdef_with_tensorflow
     from polytf.model_zoo.language_models import zoo_inputs
-    from polytf.runtime.cuda_model import build_cuda_model
-    from polytf.runtime.emulated_device import EmulatedDevice
+    from polytf.runtime.cuda.cuda_model import build_cuda_model
+    from polytf.runtime.cuda.emulated_device import EmulatedDevice
 
     model = build_cuda_model(prepared, target=target, backend=EmulatedDevice())
     feeds = zoo_inputs(model.input_types, seed=7)

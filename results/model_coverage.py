@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 import polytf
+from polytf.compiler.model_builder import prepare_model
 from polytf.model_zoo import run_graphdef_with_tensorflow, write_model
 from polytf.model_zoo.language_models import zoo_inputs
 from polytf.model_zoo.saved_models import SIGNATURE_OUTPUT, write_saved_model
-from polytf.runtime.model_builder import prepare_model
 
 MODELS = ["gpt2_block", "bert_encoder", "unet", "transformer_encoder", "mobilenet_v2", "resnet50", "inception_v3",
           "densenet121", "efficientnet_b0", "xception", "nasnet_mobile"]

@@ -261,7 +261,7 @@ class ScheduledScop:
         constant_copies: copy statements that read only constant arrays (packing a
             weight into register-tile panels): they are not in ``scop`` nor in the
             schedule; the runtime runs them once, when the model is built
-            (:mod:`polytf.runtime.constant_layout`), and passes their results as
+            (:mod:`polytf.plan.constant_layout`), and passes their results as
             read-only arguments.
         launch: for a GPU recipe, the grid, block and shared memory of the launch
             (:class:`polytf.schedules.gpu_mapping.GpuLaunch`); None on the CPU.

@@ -22,6 +22,7 @@ from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.validation import TargetLimits
+from polytf.targets.compile_driver import compile_kernel
 
 
 @dataclass
@@ -43,7 +44,7 @@ class CompiledKernel:
         owner: objects that must outlive ``function`` (the JIT engine).
         constant_copies: copy statements the kernel leaves to its caller because they read
             only constants (packing weights into panels): each writes one scratch argument
-            once, before the first call (:mod:`polytf.runtime.constant_layout`).
+            once, before the first call (:mod:`polytf.plan.constant_layout`).
     """
 
     scop: Scop
@@ -70,7 +71,7 @@ class CompiledKernel:
         return self.arrays[len(self.scop.arrays) :]
 
     def __call__(self, array_table: ctypes.Array, threads: int) -> None:
-        """Run once on a table built by :class:`polytf.runtime.argument_table.ArgumentTable`
+        """Run once on a table built by :class:`polytf.runtime.cpu.argument_table.ArgumentTable`
         (which checks every buffer's size); ``array_table[i]`` is the address of ``arrays[i]``.
 
         Raises:
@@ -156,6 +157,4 @@ class Target(abc.ABC):
             ScheduleError: the recipe is illegal for the Scop.
             CodegenError, CompileError: code generation or the target's compiler failed.
         """
-        from polytf.targets.compile_driver import compile_kernel
-
         return compile_kernel(scop, recipe, self, constant_arrays)

@@ -90,9 +90,9 @@ class NumpyGraph:
     ) -> None:
         from polytf.frontend import load_graph
         from polytf.graph import split_tensor_name
-        from polytf.graph.passes.pruning import prune_to_outputs
+        from polytf.lowering.shape_inference import infer_types
         from polytf.ops import registry
-        from polytf.ops.shape_inference import infer_types
+        from polytf.passes.pruning import prune_to_outputs
 
         graph, _ = prune_to_outputs(infer_types(load_graph(path, outputs=outputs), input_shapes))
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}

@@ -25,8 +25,8 @@ import numpy as np
 
 from polytf.errors import PolytfError
 from polytf.graph import Graph
-from polytf.graph.passes.fusion import is_compute
 from polytf.ops.attributes import attr_bool, attr_ints, attr_string
+from polytf.passes.fusion import is_compute
 
 __all__ = ["GpuBaseline", "gpu_baseline", "check_fp32_settings", "MATMUL_OPS", "CONVOLUTION_OPS"]
 
@@ -86,7 +86,7 @@ def gpu_baseline(graph: Graph) -> tuple[GpuBaseline | None, str]:
 
 
 def _cublas(graph: Graph, node) -> GpuBaseline:
-    from polytf.runtime.device_backend import import_cupy
+    from polytf.runtime.cuda.device_backend import import_cupy
 
     check_fp32_settings()
     cupy = import_cupy()

@@ -5,7 +5,7 @@ For every entry (default: the ``cuda`` suite: MatMul 4096³, a 3×3 64→64 conv
 
 1. write the GraphDef and its seeded random inputs, and compute the reference outputs with
    TensorFlow on the CPU (numpy's references without TensorFlow);
-2. build the model with default GPU recipes (:class:`~polytf.runtime.cuda_model.CudaModel`),
+2. build the model with default GPU recipes (:class:`~polytf.runtime.cuda.cuda_model.CudaModel`),
    tune it for the GPU (``polytf tune --target cuda``: candidates verified and timed with
    CUDA events in a worker process), build it again from the records; check both against
    the reference with the end-to-end tolerance (:mod:`polytf.bench.accuracy`): a wrong
@@ -130,13 +130,13 @@ class _CudaRun:
     def measure(self, workload: Workload, display: Any) -> dict[str, Any]:
         """One row (module docstring)."""
         from polytf.bench.cuda_baselines import gpu_baseline
+        from polytf.compiler.model_builder import cached_recipes, prepare_model
+        from polytf.compiler.target_selection import GPU_THREADS
         from polytf.config import CodegenConfig, TuningConfig
         from polytf.poly.flops import contraction_flops
-        from polytf.runtime.cache import KernelCache
-        from polytf.runtime.cuda_model import build_cuda_model
-        from polytf.runtime.model_builder import cached_recipes, prepare_model
+        from polytf.runtime.cuda.cuda_model import build_cuda_model
         from polytf.runtime.sample_inputs import sample_inputs
-        from polytf.runtime.target_selection import GPU_THREADS
+        from polytf.storage.cache import KernelCache
 
         options = self.options
         label = f"{workload.label} (cuda)"
@@ -315,7 +315,7 @@ def run_cuda_bench(
     console = console or Console(stderr=True)
     stdout = stdout or Console()
     if device is None or target is None or backend is None:
-        from polytf.runtime.target_selection import cuda_emulated, device_backend, select_target
+        from polytf.compiler.target_selection import cuda_emulated, device_backend, select_target
 
         target = target or select_target("cuda")  # raises DependencyMissingError without CuPy or a GPU
         device = device or target.device

@@ -14,7 +14,7 @@ The result is a JSON-serialisable dict made by :mod:`polytf.bench.runner`:
   (baseline time / polytf time), ``ratio_to_tensorflow`` (polytf time / TF time, tuned and
   untuned), ``tuning``, ``max_abs_error`` and ``untuned_max_abs_error`` (vs numpy),
   ``max_abs_error_vs_tensorflow`` (tuned and untuned), ``profile``
-  (:meth:`polytf.runtime.profile.ModelProfile.to_dict` of the tuned model) and
+  (:meth:`polytf.runtime.cpu.profile.ModelProfile.to_dict` of the tuned model) and
   ``convolutions`` (median % of peak of Conv2D kernels by filter size); or, for a row polytf
   could not build or tune, ``error``;
 * ``notes``, ``interrupted``, ``failure``.

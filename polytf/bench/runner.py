@@ -145,7 +145,7 @@ def convolution_summary(profile: dict[str, Any]) -> dict[str, Any]:
     and how many kernels each median is of; depthwise convolutions apart, under ``"depthwise"``.
 
     Args:
-        profile: :meth:`polytf.runtime.profile.ModelProfile.to_dict`.
+        profile: :meth:`polytf.runtime.cpu.profile.ModelProfile.to_dict`.
     """
     groups: dict[str, list[float]] = {}
     for kernel in profile.get("kernels", []):
@@ -244,8 +244,8 @@ class _Run:
         from polytf.bench.baselines import max_abs_error
         from polytf.config import TuningConfig
         from polytf.poly.flops import contraction_flops
-        from polytf.runtime.profile import gflops as gflops_of
-        from polytf.runtime.profile import percent_of_peak, profile_model
+        from polytf.runtime.cpu.profile import gflops as gflops_of
+        from polytf.runtime.cpu.profile import percent_of_peak, profile_model
 
         options = self.options
         label = f"{workload.label} ({threads} thread{'s' if threads > 1 else ''})"

@@ -232,9 +232,9 @@ def contraction_flops(path: str | os.PathLike) -> int | None:
     Raises:
         GraphError, ShapeError, UnsupportedOpError: the graph cannot be read or lowered.
     """
+    from polytf.compiler.model_builder import prepare_model
     from polytf.poly.flops import contraction_flops as scop_flops
     from polytf.poly.flops import is_contraction
-    from polytf.runtime.model_builder import prepare_model
 
     scops = [kernel.scop for kernel in prepare_model(path).kernels]
     if not any(is_contraction(statement) for scop in scops for statement in scop.statements):

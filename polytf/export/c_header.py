@@ -12,7 +12,7 @@ from __future__ import annotations
 from polytf.export.entry_functions import STATUS_CODES
 from polytf.export.model_layout import ModelLayout, TensorPort
 from polytf.export.object_file import RUNTIME_LIBRARIES
-from polytf.runtime.buffers import ALIGNMENT_BYTES
+from polytf.plan.buffers import ALIGNMENT_BYTES
 
 __all__ = ["c_parameters", "header_text"]
 

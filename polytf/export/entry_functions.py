@@ -33,7 +33,7 @@ from polytf.export.model_layout import (
     ModelLayout,
 )
 from polytf.export.weights import WEIGHTS_FILE_HEADER_BYTES, WEIGHTS_FILE_MAGIC
-from polytf.runtime.buffers import ALIGNMENT_BYTES
+from polytf.plan.buffers import ALIGNMENT_BYTES
 
 __all__ = ["STATUS_CODES", "entry_module", "weights_symbol", "weights_pointer_symbol"]
 

@@ -7,8 +7,8 @@
         out/model.weights  the weights, past the threshold (read by model_init)
         out/model.so       a shared library, when a C compiler for the target is installed
 
-The path from the graph is the one ``polytf.load`` takes (:func:`polytf.runtime.model_builder.prepare_model`,
-the cache's records for this target and thread count, :func:`~polytf.runtime.model_builder.compile_steps`),
+The path from the graph is the one ``polytf.load`` takes (:func:`polytf.compiler.model_builder.prepare_model`,
+the cache's records for this target and thread count, :func:`~polytf.compiler.model_builder.compile_steps`),
 except that kernels stop at optimised LLVM IR (:mod:`polytf.export.kernel_code`) and a C entry
 function replaces the Python runtime (:mod:`polytf.export.entry_functions`). XLA's ``tfcompile``
 (tensorflow/compiler/aot) does the same for TensorFlow graphs: an object file and a header that
@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from polytf.compiler.model_builder import compile_steps, prepare_model, stored_recipes
 from polytf.config import CodegenConfig, default_thread_count
 from polytf.errors import CompileError
 from polytf.export.c_header import header_text
@@ -50,7 +51,6 @@ from polytf.export.kernel_code import linkable_kernel
 from polytf.export.model_layout import TensorPort, layout_model
 from polytf.export.object_file import c_compiler, link_object, link_shared_library
 from polytf.export.weights import DEFAULT_EMBED_LIMIT_BYTES, weights_file_header, weights_module
-from polytf.runtime.model_builder import compile_steps, prepare_model, stored_recipes
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
 
@@ -147,7 +147,7 @@ def compile_model(
         storage: a ``postgresql://`` URL whose tuning records are used instead of the cache
             directory's (default ``$POLYTF_STORAGE``; :func:`polytf.load`).
         recipes: kernel name -> the recipe to compile it with, before any record (as
-            :func:`polytf.runtime.model_builder.build_model` takes them).
+            :func:`polytf.compiler.model_builder.build_model` takes them).
 
     Returns:
         What was written.
@@ -184,7 +184,7 @@ def compile_model(
     object_path = directory / f"{name}.o"
     _write_atomically(object_path, link_object(modules, public, target))
     header_path = directory / f"{name}.h"
-    from polytf import __version__
+    from polytf.version import __version__
 
     _write_atomically(header_path, header_text(layout, name, source, threads, target.triple, target.cpu_name, external, __version__).encode())
     weights_path = directory / f"{name}.weights"

@@ -1,8 +1,8 @@
 """Where every buffer of an exported model lives: the caller's arrays, the weights, the workspace.
 
 A model exported by ``polytf compile`` runs its kernels in order, as
-:class:`~polytf.runtime.compiled_model.CompiledModel` does, from one C function. The binding
-plan (:func:`polytf.runtime.binding_plan.plan_model`) says where each kernel argument comes
+:class:`~polytf.runtime.cpu.compiled_model.CompiledModel` does, from one C function. The binding
+plan (:func:`polytf.plan.binding_plan.plan_model`) says where each kernel argument comes
 from; here each kind becomes an address the entry function can compute:
 
 ======================  =========================================================================
@@ -11,7 +11,7 @@ binding                 address in the exported code
 INPUT                   the caller's input pointer (``const float *input``)
 OUTPUT                  the caller's output pointer (kernels write model outputs in place)
 CONSTANT                ``weights + offset``: graph constants and weights packed ahead of time
-                        (:class:`~polytf.runtime.constant_layout.ModelConstants`), each 64-byte
+                        (:class:`~polytf.plan.constant_layout.ModelConstants`), each 64-byte
                         aligned in one read-only blob
 INTERMEDIATE, PRIVATE   ``workspace + offset``: tensors between kernels, kernel temporaries and
                         scratch (zero-padded, im2col and packed copies), each 64-byte aligned
@@ -25,7 +25,7 @@ written before they are read, as in the runtime's uninitialised buffers. Buffers
 workspace is as large as one execution context of ``polytf.load``.
 
 Every buffer is checked here to hold at least the bytes its kernel's access relations need
-(``argument_bytes``), as :class:`~polytf.runtime.argument_table.ArgumentTable` checks before
+(``argument_bytes``), as :class:`~polytf.runtime.cpu.argument_table.ArgumentTable` checks before
 each native call in Python; the caller's arrays are sized by the header's constants.
 """
 
@@ -41,13 +41,13 @@ import numpy as np
 from polytf.errors import CompileError, GraphError
 from polytf.export.kernel_code import LinkableKernel
 from polytf.graph import Graph
-from polytf.ops.lowering import LoweredKernel
+from polytf.lowering.host_fallback import HostStep
+from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.plan.binding_plan import plan_model
+from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, KernelPlan
+from polytf.plan.buffers import ALIGNMENT_BYTES
+from polytf.plan.constant_layout import ModelConstants
 from polytf.poly.access_bounds import array_bytes
-from polytf.runtime.binding_plan import plan_model
-from polytf.runtime.buffers import ALIGNMENT_BYTES
-from polytf.runtime.constant_layout import ModelConstants
-from polytf.runtime.execution_context import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, KernelPlan
-from polytf.runtime.host_fallback import HostStep
 from polytf.schedules.validation import round_up
 
 __all__ = [
@@ -75,7 +75,7 @@ WORKSPACE = "workspace"
 
 def _aligned(offset: int) -> int:
     """``offset`` rounded up to the alignment of every weight and workspace buffer, and of
-    the workspace itself: the runtime's (:data:`polytf.runtime.buffers.ALIGNMENT_BYTES`), so
+    the workspace itself: the runtime's (:data:`polytf.plan.buffers.ALIGNMENT_BYTES`), so
     the kernels see the same alignment as under ``polytf.load``."""
     return round_up(offset, ALIGNMENT_BYTES)
 
@@ -121,7 +121,7 @@ class BufferAddress:
 @dataclass(frozen=True)
 class IndexCheck:
     """Ids of a run-time gather checked before its kernel runs (as
-    :func:`polytf.runtime.execution_context.check_indices` does in Python).
+    :func:`polytf.runtime.index_checks.check_indices` does in Python).
 
     Attributes:
         address: the index array.

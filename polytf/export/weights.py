@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 
-from polytf.runtime.buffers import ALIGNMENT_BYTES
+from polytf.plan.buffers import ALIGNMENT_BYTES
 
 __all__ = ["DEFAULT_EMBED_LIMIT_BYTES", "WEIGHTS_FILE_HEADER_BYTES", "WEIGHTS_FILE_MAGIC", "weights_file_header", "weights_module"]
 

@@ -23,7 +23,7 @@ from polytf.errors import GraphError
 from polytf.frontend.attributes import decode_attrs
 from polytf.frontend.lazy_tensor import LazyTensor
 from polytf.graph.graph import Graph, Node, split_tensor_name, tensor_name
-from polytf.graph.passes.pruning import live_node_names
+from polytf.graph.reachability import live_node_names
 
 __all__ = ["load_graph", "parse_graphdef", "graph_from_graphdef", "default_outputs", "EXCLUDED_SINK_OPS"]
 

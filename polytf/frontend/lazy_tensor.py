@@ -16,6 +16,7 @@ from tensorboard.compat.proto import tensor_pb2
 
 from polytf.config import FrontendConfig
 from polytf.errors import GraphError, ShapeError
+from polytf.frontend.tensor_proto import check_tensor, decode_tensor
 
 
 class LazyTensor:
@@ -38,8 +39,6 @@ class LazyTensor:
     __slots__ = ("proto", "owner", "dtype_name", "shape", "nbytes", "_value")
 
     def __init__(self, proto: tensor_pb2.TensorProto, owner: str = "") -> None:
-        from polytf.frontend.attributes import check_tensor
-
         self.proto = proto
         self.owner = owner
         self.dtype_name, self.shape, self.nbytes = check_tensor(proto)
@@ -60,8 +59,6 @@ class LazyTensor:
                     f"limit of {config.max_constant_bytes:,} bytes (FrontendConfig.max_constant_bytes); if the model really has a "
                     f"constant that large, raise the limit with POLYTF_MAX_CONSTANT_BYTES"
                 )
-            from polytf.frontend.attributes import decode_tensor
-
             try:
                 value = decode_tensor(self.proto)
             except ValueError as error:

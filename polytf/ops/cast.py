@@ -13,7 +13,7 @@ What polytf compiles:
   attention mask ``Cast(int32 -> float32)``;
 * a ``Cast`` of a compile-time constant (shape arithmetic, ``Shape -> Cast``) of any of
   float32/float64/int32/int64/bool is folded by shape inference with the numpy reference
-  (tensors of up to ``shape_inference.FOLD_MAX_ELEMENTS`` elements);
+  (tensors of up to ``constant_inputs.FOLD_MAX_ELEMENTS`` elements);
 * float64 at run time is a :class:`ShapeError` naming the node.
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.constant_inputs import FOLD_MAX_ELEMENTS
 from polytf.ops.elementwise import broadcast_access, pointwise
 from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Convert, Load
@@ -47,7 +48,6 @@ def _dtype_attr(node, name: str, default: str | None) -> str:
 
 def _constant_fits(value: np.ndarray) -> bool:
     """Whether shape inference folds a constant of this size (see ``FOLD_MAX_ELEMENTS``)."""
-    from polytf.ops.shape_inference import FOLD_MAX_ELEMENTS
 
     return value.size <= FOLD_MAX_ELEMENTS
 

@@ -13,6 +13,10 @@ import numpy as np
 
 from polytf.errors import ShapeError
 
+#: Largest tensor (elements) a ``foldable`` op is evaluated on at compile time (shape
+#: inference folds shape arithmetic, never weights).
+FOLD_MAX_ELEMENTS = 4096
+
 
 def constant_input(node, context, index: int, what: str) -> np.ndarray:
     """The compile-time value of input ``index`` of ``node``.

@@ -1,6 +1,6 @@
 """Ops that turn values into positions or positions into values: ``ArgMax``, ``ArgMin`` and
 ``OneHot``: shape inference, numpy references (which also fold them on constants), and no
-lowering of their own: the graph pass :mod:`polytf.graph.passes.index_op_expansion` writes
+lowering of their own: the graph pass :mod:`polytf.passes.index_op_expansion` writes
 each as compiled comparisons, selections and reductions over a constant array of positions
 before fusion.
 
@@ -135,7 +135,7 @@ def lower(node, inputs, outputs, context):
     """
     raise ShapeError(
         f"{node.op} node '{node.name}' is compiled as comparisons and reductions over positions: "
-        "run polytf.graph.passes.index_op_expansion.expand_index_ops (part of the graph optimizer) before lowering"
+        "run polytf.passes.index_op_expansion.expand_index_ops (part of the graph optimizer) before lowering"
     )
 
 

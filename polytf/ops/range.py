@@ -77,7 +77,7 @@ def lower(node, inputs, outputs, context):
     """
     raise ShapeError(
         f"Range node '{node.name}': a Range is computed at compile time, but this one has {outputs[0].shape[0]} elements, "
-        "more than constant folding evaluates (polytf.ops.shape_inference.FOLD_MAX_ELEMENTS)"
+        "more than constant folding evaluates (polytf.ops.constant_inputs.FOLD_MAX_ELEMENTS)"
     )
 
 

@@ -10,7 +10,7 @@ Source: TensorFlow op definition ``Slice`` (tensorflow/core/ops/array_ops.cc) an
 
 Lowering: ``S[d0..d{R-1}]: Y[d] = X[d + begin]`` over the output iterators. REDUCTION
 category (it anchors its own group): it reads its input at other indices than it writes.
-The split rewriting pass (:mod:`polytf.graph.passes.multi_output`) turns ``Split``,
+The split rewriting pass (:mod:`polytf.passes.multi_output`) turns ``Split``,
 ``SplitV`` and ``Unpack`` into Slices.
 """
 

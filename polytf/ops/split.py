@@ -10,7 +10,7 @@ Sources: TensorFlow op definitions (tensorflow/core/ops/array_ops.cc):
   tensors with that axis removed.
 
 The lowering binds one output per node, so these ops have no lowering of their own: the
-graph pass :func:`polytf.graph.passes.multi_output.split_multi_output_ops` rewrites each into
+graph pass :func:`polytf.passes.multi_output.split_multi_output_ops` rewrites each into
 one ``Slice`` (and, for ``Unpack``, a ``Reshape``) per used output before fusion. Their
 shape rules and numpy references serve shape inference and constant folding.
 """
@@ -137,7 +137,7 @@ def lower(node, inputs, outputs, context):
     """
     raise ShapeError(
         f"{node.op} node '{node.name}' has several outputs and is lowered as one Slice per output: "
-        "run polytf.graph.passes.multi_output.split_multi_output_ops (part of the graph optimizer) before lowering"
+        "run polytf.passes.multi_output.split_multi_output_ops (part of the graph optimizer) before lowering"
     )
 
 

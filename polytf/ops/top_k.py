@@ -13,7 +13,7 @@ kernel (tensorflow/core/kernels/topk_op.cc):
 
 A selection by sorting is data-dependent control flow, not an affine loop nest, so this op
 has shape inference and a numpy reference and **no lowering**: a compiled model runs it on
-the host between its kernels (:mod:`polytf.runtime.host_fallback`), and shape inference folds
+the host between its kernels (:mod:`polytf.lowering.host_fallback`), and shape inference folds
 it on constants. NaN inputs are ordered as numpy's stable sort of the negated row orders
 them (after every number); TensorFlow's CPU kernel does not specify their place either.
 """

@@ -5,7 +5,7 @@ the iteration domains under the statements' access relations to ``A`` (reads and
 writes) must lie inside the box ``{ A[i] : 0 <= i_j < n_j }``; then a row-major
 buffer of ``n_0 * ... * n_{k-1}`` elements is large enough for every address the
 kernel computes. The runtime checks each buffer against these sizes before it hands
-the buffer to native code (:mod:`polytf.runtime.argument_table`).
+the buffer to native code (:mod:`polytf.runtime.cpu.argument_table`).
 
 Source: access relations and their images, isl manual ("Sets and Relations",
 ``isl_union_set_apply``); a violation is reported as one sample point

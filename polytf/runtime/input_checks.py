@@ -1,8 +1,8 @@
 """Checking a model call's inputs: every placeholder given once, each value of its
 placeholder's shape and dtype, with errors that name the placeholder and say what to do.
 
-Shared by the CPU runtime (:class:`~polytf.runtime.compiled_model.CompiledModel`), which
-converts host values, and the CUDA runtime (:class:`~polytf.runtime.cuda_model.CudaModel`),
+Shared by the CPU runtime (:class:`~polytf.runtime.cpu.compiled_model.CompiledModel`), which
+converts host values, and the CUDA runtime (:class:`~polytf.runtime.cuda.cuda_model.CudaModel`),
 which also takes arrays already on the device.
 """
 

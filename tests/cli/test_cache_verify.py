@@ -16,11 +16,11 @@ from tensorboard.compat.proto import graph_pb2
 
 from polytf.autotune import record_verification
 from polytf.cli import main
+from polytf.compiler.model_builder import cache_key, prepare_model
 from polytf.config import CodegenConfig
 from polytf.errors import TuningError
-from polytf.runtime.cache import CacheKey, KernelCache, TuningRecord
-from polytf.runtime.model_builder import cache_key, prepare_model
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.storage.cache import CacheKey, KernelCache, TuningRecord
 from polytf.targets.cpu import CpuTarget
 
 THREADS = 2

@@ -19,9 +19,9 @@ def test_help_describes_passes(capsys):
 @pytest.mark.tensorflow
 def test_show_passes_prints_counts_per_pass_and_totals(tmp_path, capsys):
     pytest.importorskip("tensorflow")
+    from polytf.compiler.model_builder import prepare_graph
     from polytf.frontend import load_graph
     from polytf.model_zoo import write_model
-    from polytf.runtime.model_builder import prepare_graph
 
     path = write_model("cifar_cnn", tmp_path / "cifar_cnn.pb")
     raw = load_graph(path)

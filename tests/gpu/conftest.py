@@ -1,5 +1,5 @@
 """Tests that need an NVIDIA GPU with CuPy: each module is marked ``gpu`` and every test
-here is skipped, not failed, where :func:`polytf.runtime.target_selection.cuda_unavailable_reason` gives
+here is skipped, not failed, where :func:`polytf.compiler.target_selection.cuda_unavailable_reason` gives
 a reason (no CuPy, no device; ``POLYTF_CUDA_EMULATION`` is ignored here). Nothing here imports CuPy at
 collection time."""
 
@@ -22,8 +22,8 @@ node { name: "relu" op: "Relu" input: "bias" }
 
 @pytest.fixture(autouse=True)
 def _needs_cuda(monkeypatch):
+    from polytf.compiler.target_selection import cuda_unavailable_reason
     from polytf.config import CUDA_EMULATION_ENVIRONMENT_VARIABLE
-    from polytf.runtime.target_selection import cuda_unavailable_reason
 
     monkeypatch.delenv(CUDA_EMULATION_ENVIRONMENT_VARIABLE, raising=False)  # the real device, never its emulation
     reason = cuda_unavailable_reason()

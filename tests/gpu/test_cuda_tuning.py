@@ -14,11 +14,11 @@ pytestmark = pytest.mark.gpu
 
 
 def test_device_bench_verifies_and_times_the_default_recipe(cupy, matmul_model):
-    from polytf.autotune.device_measure import DeviceKernelBench
-    from polytf.autotune.measure import reference_data
+    from polytf.compiler.model_builder import prepare_model
     from polytf.config import MeasurementConfig
-    from polytf.runtime.device_backend import CupyBackend
-    from polytf.runtime.model_builder import prepare_model
+    from polytf.runtime.cpu.kernel_bench import reference_data
+    from polytf.runtime.cuda.device_backend import CupyBackend
+    from polytf.runtime.cuda.kernel_bench import DeviceKernelBench
     from polytf.targets.cuda import CudaTarget
 
     (kernel,) = prepare_model(matmul_model).kernels
@@ -32,8 +32,8 @@ def test_device_bench_verifies_and_times_the_default_recipe(cupy, matmul_model):
 
 def test_a_cuda_worker_measures_candidates(cupy, matmul_model):
     from polytf.autotune.isolation import CandidateEvaluator
-    from polytf.autotune.measure import Measurement
-    from polytf.runtime.model_builder import prepare_model
+    from polytf.compiler.model_builder import prepare_model
+    from polytf.runtime.cpu.kernel_bench import Measurement
     from polytf.targets.cuda import CudaTarget
 
     (kernel,) = prepare_model(matmul_model).kernels

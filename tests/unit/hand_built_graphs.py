@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.graph import Graph, Node
-from polytf.graph.passes.fusion import partition
-from polytf.graph.passes.pruning import prune_to_outputs
-from polytf.ops.lowering import lower_group
-from polytf.ops.shape_inference import infer_types
+from polytf.lowering.lowered_kernel import lower_group
+from polytf.lowering.shape_inference import infer_types
+from polytf.passes.fusion import partition
+from polytf.passes.pruning import prune_to_outputs
 
 
 def placeholder(name, shape):

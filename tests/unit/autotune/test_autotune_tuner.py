@@ -5,10 +5,10 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from polytf.autotune.measure import Measurement
 from polytf.autotune.tuner import tune_kernel
 from polytf.config import MeasurementConfig
 from polytf.errors import TuningError
+from polytf.runtime.cpu.kernel_bench import Measurement
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
 

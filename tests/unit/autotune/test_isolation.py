@@ -16,14 +16,14 @@ from hand_built_graphs import graph_matmul_bias_relu, kernels_of
 from optuna.trial import TrialState
 
 from polytf.autotune.isolation import CandidateEvaluator, describe_exit, tuning_faults
-from polytf.autotune.measure import KernelBench, Measurement
 from polytf.autotune.shared_study import deferred_interrupt, fail_abandoned_trials
 from polytf.autotune.tuner import tune_kernel
 from polytf.autotune.worker import internal_error
 from polytf.config import MeasurementConfig
 from polytf.errors import TuningError
-from polytf.runtime.cache import KernelCache
+from polytf.runtime.cpu.kernel_bench import KernelBench, Measurement
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.storage.cache import KernelCache
 from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
@@ -152,9 +152,9 @@ def test_a_claim_is_never_cut_in_half_by_ctrl_c():
 CONCURRENT_TUNER = """
 import sys, time
 from hand_built_graphs import graph_matmul_bias_relu, kernels_of
-from polytf.autotune.measure import Measurement
+from polytf.runtime.cpu.kernel_bench import Measurement
 from polytf.autotune.tuner import tune_kernel
-from polytf.runtime.cache import KernelCache
+from polytf.storage.cache import KernelCache
 from polytf.targets.cpu import CpuTarget
 
 cache = KernelCache(sys.argv[1])

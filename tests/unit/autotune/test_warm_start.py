@@ -7,9 +7,9 @@ import random
 import pytest
 from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
 
-from polytf.autotune.measure import Measurement
 from polytf.autotune.tuner import KernelTuning
 from polytf.autotune.warm_start import WarmStarts, kernel_family, map_params, nearest_choice, warm_start_params
+from polytf.runtime.cpu.kernel_bench import Measurement
 from polytf.schedules.validation import validate_recipe
 from polytf.targets.cpu import CpuTarget
 

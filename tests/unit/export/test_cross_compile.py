@@ -15,11 +15,11 @@ from graphdef_builders import write_matmul_graphdef
 from system_tools import require_tool
 
 import polytf
+from polytf.compiler.model_builder import cache_key, default_recipe, prepare_model
 from polytf.config import CodegenConfig
 from polytf.errors import CompileError
 from polytf.export import compile_model
 from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
-from polytf.runtime.model_builder import cache_key, default_recipe, prepare_model
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
 

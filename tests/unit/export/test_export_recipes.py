@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from polytf.compiler.model_builder import build_model, compile_steps, prepare_model
 from polytf.config import CodegenConfig
 from polytf.export import compile_model
 from polytf.export.kernel_code import linkable_kernel
 from polytf.export.model_layout import ALIGNMENT_BYTES, WORKSPACE_HEADER_BYTES, layout_model
-from polytf.runtime.model_builder import build_model, compile_steps, prepare_model
 from polytf.targets.cpu import CpuTarget
 
 THREADS = 2

@@ -11,11 +11,11 @@ import pytest
 from hand_built_graphs import build_graph, const, placeholder
 from tensorboard.compat.proto import graph_pb2, types_pb2
 
+from polytf.compiler.model_builder import prepare_model
 from polytf.errors import ShapeError
 from polytf.frontend import graph_from_graphdef
 from polytf.frontend.lazy_tensor import LazyTensor
 from polytf.graph import Node
-from polytf.runtime.model_builder import prepare_model
 
 
 def matmul_with_unread_tensor_attribute(side: int) -> graph_pb2.GraphDef:

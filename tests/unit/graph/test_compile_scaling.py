@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 from hand_built_graphs import GRAPHS, kernels_of
 
+from polytf.compiler.model_builder import PreparedModel, build_model
 from polytf.config import GraphPassConfig
 from polytf.frontend import graph_from_graphdef
 from polytf.graph import Node
-from polytf.graph.passes.editor import GraphEditor
-from polytf.graph.passes.fusion import partition
-from polytf.graph.passes.pipeline import PASSES, optimize
+from polytf.lowering.lowered_kernel import lower_group
+from polytf.lowering.shape_inference import infer_types
 from polytf.model_zoo.chains import chain_reference, elementwise_chain
-from polytf.ops.lowering import lower_group
-from polytf.ops.shape_inference import infer_types
+from polytf.passes.editor import GraphEditor
+from polytf.passes.fusion import partition
+from polytf.passes.pipeline import PASSES, optimize
 from polytf.poly.dependences import compute_dependences
-from polytf.runtime.model_builder import PreparedModel, build_model
 from polytf.schedules import structure
 from polytf.schedules.data_layout import apply_data_layout
 from polytf.schedules.search_space import SearchSpace

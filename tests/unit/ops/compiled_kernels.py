@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from hand_built_graphs import kernels_of
 
-from polytf.autotune.measure import KernelBench
 from polytf.config import MeasurementConfig
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, const, kernels_of, placeholder
 
-from polytf.autotune.measure import KernelBench
 from polytf.config import MeasurementConfig
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
 from polytf.ops import registry
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
 
@@ -221,10 +221,10 @@ def test_keras_transformer_encoder_block(tmp_path):
     pytest.importorskip("tensorflow")
     import polytf
     from polytf.frontend import load_graph
+    from polytf.lowering.shape_inference import infer_types
     from polytf.model_zoo.freeze import freeze_to_graphdef
     from polytf.model_zoo.modern_models import transformer_encoder
     from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
-    from polytf.ops.shape_inference import infer_types
 
     model = transformer_encoder(sequence=16, model_width=32, heads=2, feed_forward_width=64)
     path = tmp_path / "transformer.pb"

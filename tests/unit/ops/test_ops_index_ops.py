@@ -128,7 +128,7 @@ def test_one_hot_compiles_and_matches_tensorflow(rng, tmp_path, axis, dtype):
 def _expanded(nodes, outputs):
     from hand_built_graphs import build_graph
 
-    from polytf.graph.passes.pipeline import optimize
+    from polytf.passes.pipeline import optimize
 
     graph, _ = optimize(build_graph(nodes, outputs))
     assert not {"ArgMax", "ArgMin", "OneHot"} & {node.op for node in graph.nodes.values()}

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polytf.graph import Node
-from polytf.graph.passes.identity_removal import remove_identities
 from polytf.ops import registry
 from polytf.ops.binary_math import power
+from polytf.passes.identity_removal import remove_identities
 from polytf.poly.expression import Access, Load
 
 ULP = 4 * np.finfo(np.float32).eps
@@ -249,7 +249,7 @@ def _graph_rounding_and_logs():
 @pytest.mark.parametrize("graph", [_graph_efficientnet_tail, _graph_rounding_and_logs], ids=["efficientnet_tail", "rounding_and_logs"])
 def test_compiled_kernels_match_reference_under_every_heuristic_recipe(monkeypatch, graph):
     built = graph()
-    from polytf.graph.passes.pipeline import optimize
+    from polytf.passes.pipeline import optimize
 
     optimized, _ = optimize(built)
     kernels, failures = verify_all_recipes(monkeypatch, optimized)

@@ -150,7 +150,7 @@ def test_every_definition_cites_its_source():
         definition = registry.lookup(op)
         assert definition.source.startswith("tensorflow/core/ops/"), op
         emits_no_code = definition.category in (registry.SOURCE, registry.VIEW, registry.NO_OUTPUT)
-        if op in HOST_ONLY_OPS:  # a reference and no lowering: run on the host (polytf.runtime.host_fallback)
+        if op in HOST_ONLY_OPS:  # a reference and no lowering: run on the host (polytf.lowering.host_fallback)
             assert definition.lower is None and not emits_no_code, op
         else:
             assert (definition.lower is None) == emits_no_code, op

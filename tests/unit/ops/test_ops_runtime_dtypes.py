@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, const, kernels_of
 
-import polytf.runtime.model_builder as model_builder
-from polytf.autotune.measure import KernelBench
+import polytf.compiler.model_builder as model_builder
 from polytf.config import MeasurementConfig
 from polytf.errors import IndexOutOfRangeError, ShapeError
 from polytf.graph import Node
 from polytf.ops import registry
 from polytf.ops.comparison import COMPARISONS
-from polytf.runtime.argument_table import ArgumentTable
+from polytf.runtime.cpu.argument_table import ArgumentTable
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
 
@@ -299,8 +299,8 @@ def test_integer_division_by_a_run_time_divisor_runs_on_the_host(tmp_path):
     tf = pytest.importorskip("tensorflow")
     import polytf
     from polytf.errors import UnsupportedOpError
+    from polytf.lowering.host_fallback import HostExecutionError
     from polytf.model_zoo.freeze import freeze_to_graphdef
-    from polytf.runtime.host_fallback import HostExecutionError
 
     path = tmp_path / "divide.pb"
     path.write_bytes(freeze_to_graphdef(tf.function(lambda x, y: tf.math.floormod(x, y) + 1), [("x", (4,), "int32"), ("y", (4,), "int32")]).SerializeToString())

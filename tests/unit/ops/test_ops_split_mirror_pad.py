@@ -13,10 +13,10 @@ from op_constants import run_op_with_constants
 
 from polytf.errors import ShapeError
 from polytf.graph import Node
-from polytf.graph.passes.fusion import resolve_view
-from polytf.graph.passes.multi_output import split_multi_output_ops
-from polytf.graph.passes.pipeline import optimize
 from polytf.ops import registry
+from polytf.passes.fusion import resolve_view
+from polytf.passes.multi_output import split_multi_output_ops
+from polytf.passes.pipeline import optimize
 from polytf.poly.interpreter import interpret
 
 

@@ -9,13 +9,14 @@ import pytest
 from hand_built_graphs import build_graph, const, kernels_of, placeholder
 from op_constants import run_op_with_constants
 
-from polytf.autotune.measure import KernelBench
 from polytf.config import MeasurementConfig
 from polytf.errors import ShapeError
 from polytf.graph import Graph, Node, TensorType
+from polytf.lowering.shape_inference import infer_types
 from polytf.ops import registry
+from polytf.ops.constant_inputs import FOLD_MAX_ELEMENTS
 from polytf.ops.gather import arithmetic_runs
-from polytf.ops.shape_inference import FOLD_MAX_ELEMENTS, infer_types
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
 

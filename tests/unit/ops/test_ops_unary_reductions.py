@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from op_constants import run_op_with_constants
 
-from polytf.autotune.measure import KernelBench
 from polytf.config import MeasurementConfig
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
 from polytf.ops import registry
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 

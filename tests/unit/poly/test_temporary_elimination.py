@@ -13,7 +13,7 @@ from hand_built_graphs import build_graph, const, kernels_of, placeholder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import polytf.ops.lowering as lowering
+import polytf.lowering.lowered_kernel as lowering
 from polytf.graph import Node
 from polytf.poly.interpreter import interpret
 from polytf.poly.temporary_elimination import eliminate_temporaries
@@ -151,8 +151,8 @@ def test_random_pointwise_chains_keep_their_results(monkeypatch, chain, reduce_f
 @pytest.mark.parametrize("batch", [1, 2])
 def test_compiled_kernel_matches_the_reference(monkeypatch, batch):
     """The rewritten Conv2D + BiasAdd + Relu6 kernel, compiled with its default recipe."""
-    from polytf.autotune.measure import KernelBench
     from polytf.config import MeasurementConfig
+    from polytf.runtime.cpu.kernel_bench import KernelBench
     from polytf.schedules.search_space import SearchSpace
     from polytf.targets.cpu import CpuTarget
 

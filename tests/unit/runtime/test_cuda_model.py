@@ -2,7 +2,7 @@
 tensors kept on the device, host steps with copies in and out, views, outputs, input
 checks) run on the CPU. The kernels are the CUDA target's own (PTX for an offline sm_80,
 the default recipes of its GPU search space); each launch runs the kernel's Scop and GPU
-recipe compiled by the CPU target (:mod:`polytf.runtime.emulated_device`). Results are
+recipe compiled by the CPU target (:mod:`polytf.runtime.cuda.emulated_device`). Results are
 checked against numpy, the CPU CompiledModel and TensorFlow."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import pytest
 from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder
 
 import polytf
+from polytf.compiler.model_builder import PreparedModel, build_model, prepare_model
+from polytf.compiler.target_selection import cuda_unavailable_reason
 from polytf.errors import DependencyMissingError, GraphError, PolytfError, ShapeError
 from polytf.graph import Node
-from polytf.graph.passes.fusion import partition
-from polytf.ops.lowering import lower_group
-from polytf.runtime.cuda_model import CudaModel, build_cuda_model
-from polytf.runtime.device_arguments import DeviceArguments
-from polytf.runtime.emulated_device import EmulatedDevice, EmulatedDeviceArray
-from polytf.runtime.model_builder import PreparedModel, build_model, prepare_model
-from polytf.runtime.target_selection import cuda_unavailable_reason
+from polytf.lowering.lowered_kernel import lower_group
+from polytf.passes.fusion import partition
+from polytf.runtime.cuda.cuda_model import CudaModel, build_cuda_model
+from polytf.runtime.cuda.device_arguments import DeviceArguments
+from polytf.runtime.cuda.emulated_device import EmulatedDevice, EmulatedDeviceArray
 from polytf.targets.cuda import CudaKernel, CudaTarget
 
 
@@ -154,7 +154,7 @@ def test_host_steps_run_between_device_kernels(tmp_path):
         ],
         ["relu:0"],
     )
-    from polytf.runtime.host_fallback import lower_with_fallback
+    from polytf.lowering.host_fallback import lower_with_fallback
 
     groups, kernels, host_nodes = lower_with_fallback(graph)
     prepared = PreparedModel(graph, groups, kernels, (), host_nodes)

@@ -13,7 +13,7 @@ from polytf.poly.access_bounds import required_bytes
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
-from polytf.runtime.argument_table import ArgumentTable
+from polytf.runtime.cpu.argument_table import ArgumentTable
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
 

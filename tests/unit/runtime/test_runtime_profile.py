@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, const, placeholder
 
+from polytf.compiler.model_builder import PreparedModel, build_model
 from polytf.graph import Node
-from polytf.graph.passes.fusion import partition
-from polytf.ops.lowering import lower_group
-from polytf.runtime.model_builder import PreparedModel, build_model
-from polytf.runtime.profile import ModelProfile, profile_model
+from polytf.lowering.lowered_kernel import lower_group
+from polytf.passes.fusion import partition
+from polytf.runtime.cpu.profile import ModelProfile, profile_model
 
 
 def conv_then_dense():

@@ -11,11 +11,11 @@ import llvmlite.binding as llvm
 import numpy as np
 from brute_force import violations
 
-from polytf.autotune.measure import KernelBench
 from polytf.config import MeasurementConfig
 from polytf.errors import ScheduleError
 from polytf.poly.interpreter import interpret
 from polytf.poly.scop import ArrayInfo, Scop
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.validation import TargetLimits, validate_recipe
 from polytf.targets.cpu import CpuTarget

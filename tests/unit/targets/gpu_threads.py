@@ -103,8 +103,8 @@ def verify_on_threads(kernel, recipe, seed: int = 3) -> float:
     """Schedule ``kernel`` (a lowered kernel) with GPU ``recipe``, run its GPU code on threads
     over the seeded bench inputs (outputs NaN-filled first) and return the max abs error
     against the reference; raises AssertionError when outside the measurement tolerance."""
-    from polytf.autotune.measure import KernelBench
     from polytf.config import MeasurementConfig
+    from polytf.runtime.cpu.kernel_bench import KernelBench
     from polytf.schedules.builder import schedule_scop
 
     config = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from hand_built_graphs import graph_matmul_bias_relu, kernels_of
 
-from polytf.autotune.measure import KernelBench
 from polytf.cli import main
 from polytf.config import MeasurementConfig
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules import builder
 from polytf.targets.compile_driver import compile_kernel, emit_kernel
 from polytf.targets.cpu import CpuTarget

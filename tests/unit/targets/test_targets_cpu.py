@@ -6,10 +6,10 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-from polytf.autotune.measure import KernelBench
 from polytf.config import MeasurementConfig
 from polytf.errors import CodegenError
 from polytf.poly.scop import ArrayInfo, Scop
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.builder import build_ast, build_schedule
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace

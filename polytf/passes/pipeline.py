@@ -1,0 +1,89 @@
+"""The graph optimizer: every graph pass, in order, repeated until nothing changes.
+
+Source: Grappler's meta optimizer (tensorflow/core/grappler/optimizers/meta_optimizer.cc)
+runs its optimizers in a fixed order for a bounded number of iterations; this pipeline does
+the same with polytf's passes:
+
+1. prune to the fan-in of the outputs (:mod:`~polytf.passes.pruning`);
+2. identity removal (``Identity``/``StopGradient``/``Snapshot``/``NoOp``, control edges);
+3. constant folding (with the op registry's numpy references);
+   then split rewriting (``Split``/``SplitV``/``Unpack`` into one ``Slice`` per used output)
+   and index-op expansion (``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
+4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
+5. batch-norm folding into convolution weights and biases;
+6. common-subexpression elimination;
+7. constant folding again (merged and rewritten nodes may have become constant);
+8. prune.
+
+Each pass is a pure ``Graph -> (Graph, PassReport)`` function; :func:`optimize` returns the
+final graph and every report, round by round, for ``polytf show --passes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from polytf.config import GraphPassConfig
+from polytf.graph import Graph
+from polytf.passes.arithmetic import simplify_arithmetic
+from polytf.passes.batch_norm_folding import fold_batch_norms
+from polytf.passes.common_subexpressions import eliminate_common_subexpressions
+from polytf.passes.constant_folding import fold_constants
+from polytf.passes.identity_removal import remove_identities
+from polytf.passes.index_op_expansion import expand_index_ops
+from polytf.passes.multi_output import split_multi_output_ops
+from polytf.passes.pruning import prune_to_outputs
+from polytf.passes.report import PassReport
+
+GraphPass = Callable[[Graph, GraphPassConfig], tuple[Graph, PassReport]]
+
+#: The passes of one round, in order.
+PASSES: tuple[tuple[str, GraphPass], ...] = (
+    ("prune", lambda graph, config: prune_to_outputs(graph)),
+    ("identity removal", lambda graph, config: remove_identities(graph)),
+    ("constant folding", fold_constants),
+    ("split rewriting", lambda graph, config: split_multi_output_ops(graph)),
+    ("index-op expansion", lambda graph, config: expand_index_ops(graph)),
+    ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
+    ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
+    ("common subexpression elimination", eliminate_common_subexpressions),
+    ("constant folding", fold_constants),
+    ("prune", lambda graph, config: prune_to_outputs(graph)),
+)
+
+
+def optimize(graph: Graph, config: GraphPassConfig | None = None) -> tuple[Graph, tuple[PassReport, ...]]:
+    """Run :data:`PASSES` until a round changes nothing (at most ``config.max_rounds`` rounds).
+
+    Args:
+        graph: typed (after :func:`polytf.lowering.shape_inference.infer_types`; new nodes are then
+            typed too) or untyped.
+        config: pass settings (size caps, rounds).
+
+    Returns:
+        The optimized graph (same outputs, same placeholders, same values up to float32
+        rounding) and the reports of every pass run, each with its ``round``.
+    """
+    config = config or GraphPassConfig()
+    reports: list[PassReport] = []
+    for round_number in range(1, max(1, config.max_rounds) + 1):
+        changed = False
+        for _, graph_pass in PASSES:
+            graph, report = graph_pass(graph, config)
+            reports.append(replace(report, round=round_number))
+            changed = changed or report.changed
+        if not changed:
+            break
+    return graph, tuple(reports)
+
+
+def summary(reports: tuple[PassReport, ...]) -> PassReport:
+    """One report spanning all of ``reports`` (first input to last output)."""
+    if not reports:
+        return PassReport("total", 0, 0)
+    first, last = reports[0], reports[-1]
+    rewrites = sum(r.rewrites for r in reports)
+    return PassReport(
+        "total", first.nodes_before, last.nodes_after, first.edges_before, last.edges_after, rewrites, round=last.round
+    )

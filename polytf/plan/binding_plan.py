@@ -1,0 +1,161 @@
+"""Where each buffer of a model call comes from: the binding plan of a compiled model.
+
+A model is a sequence of kernels and host steps (:mod:`polytf.lowering.host_fallback`). Each
+argument of a kernel, and each input and output of a host step, is bound to a buffer of
+one kind (:mod:`polytf.runtime.cpu.execution_context`): a placeholder's value (INPUT), a graph
+constant (CONSTANT), a fresh output array (OUTPUT), a tensor passed between steps
+(INTERMEDIATE, one buffer per execution context) or a kernel temporary (PRIVATE). Views
+(Reshape, Squeeze, ...) share their source's buffer (:func:`resolve_view`).
+
+:func:`plan_model` decides this once, for the CPU runtime
+(:class:`~polytf.runtime.cpu.compiled_model.CompiledModel`, host buffers) and the CUDA runtime
+(:class:`~polytf.runtime.cuda.cuda_model.CudaModel`, device buffers) alike; each runtime then
+makes the buffers of its own memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from polytf.errors import GraphError
+from polytf.graph import Graph, split_tensor_name
+from polytf.lowering.host_fallback import HostStep
+from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.ops.gather import index_checks
+from polytf.passes.fusion import resolve_view
+from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, PRIVATE, HostPlan, KernelPlan, SlotBinding
+
+__all__ = ["ModelPlan", "output_key", "plan_model"]
+
+
+def output_key(tensor: str) -> str:
+    """Name under which an output tensor is returned: the node name, plus ``:port`` if not 0."""
+    node, port = split_tensor_name(tensor)
+    return node if port == 0 else f"{node}:{port}"
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The bindings of every step of a model.
+
+    Attributes:
+        steps: a :class:`KernelPlan` per kernel and a :class:`HostPlan` per host step,
+            execution order.
+        constants: storage tensors of the graph constants that some step or output reads
+            (each needs one shared buffer), first use first.
+        intermediates: storage tensor -> ``(shape, dtype)`` of each INTERMEDIATE buffer.
+        direct_outputs: storage tensors of model outputs that a step writes straight into
+            a fresh array on each call (sorted).
+        direct_output_types: ``(storage, shape, dtype)`` of each direct output.
+        outputs: ``(output name, storage tensor, shape)`` per graph output, in order.
+        placeholder_of: storage tensor of each placeholder -> its name.
+    """
+
+    steps: tuple[KernelPlan | HostPlan, ...]
+    constants: tuple[str, ...]
+    intermediates: dict[str, tuple[tuple[int, ...], str]]
+    direct_outputs: tuple[str, ...]
+    direct_output_types: tuple[tuple[str, tuple[int, ...], str], ...]
+    outputs: tuple[tuple[str, str, tuple[int, ...]], ...]
+    placeholder_of: dict[str, str]
+
+    @property
+    def kernel_plans(self) -> tuple[KernelPlan, ...]:
+        return tuple(step for step in self.steps if isinstance(step, KernelPlan))
+
+
+def plan_model(
+    graph: Graph,
+    steps: Sequence[tuple[LoweredKernel, object] | HostStep],
+    source: str,
+    caller_constants: Callable[[LoweredKernel, object], Mapping[str, str]] | None = None,
+) -> ModelPlan:
+    """Bind every kernel argument and host-step tensor of a model to its buffer kind.
+
+    Args:
+        graph: the typed graph the kernels were compiled from.
+        steps: ``(lowered kernel, compiled kernel)`` pairs and host steps, execution order.
+            A compiled kernel needs ``arrays`` (its arguments, in order) and ``scop``.
+        source: the model's file, for messages.
+        caller_constants: for a kernel, ``{array name: constant key}`` of the arguments whose
+            read-only values the caller supplies under that key (weights packed into panels
+            ahead of time); they are bound as CONSTANT with that key.
+
+    Raises:
+        GraphError: a kernel or host step reads a tensor that no kernel, host step,
+            placeholder or constant provides (a polytf bug), naming both.
+    """
+    host_steps = [step for step in steps if isinstance(step, HostStep)]
+    placeholders = {p.output(0): p.name for p in graph.placeholders}
+    produced = {
+        resolve_view(graph, info.tensor)
+        for item in steps
+        if not isinstance(item, HostStep)
+        for info in item[0].scop.arrays
+        if info.role == "output"
+    }
+    produced |= {tensor for step in host_steps for tensor in step.outputs}
+    output_storages = {resolve_view(graph, t) for t in graph.outputs}
+    direct_outputs = tuple(sorted(output_storages & produced))
+    constants: dict[str, None] = {}  # an ordered set
+    intermediates: dict[str, tuple[tuple[int, ...], str]] = {}
+    read_later = {resolve_view(graph, t) for item in steps for t in (item.inputs if isinstance(item, HostStep) else item[0].array_tensors.values()) if t}
+
+    def source_of(storage: str) -> SlotBinding | None:
+        """The binding of a tensor a step reads (None: nothing provides it)."""
+        if storage in placeholders:
+            return SlotBinding(INPUT, placeholders[storage])
+        if storage in graph.constants:
+            constants[storage] = None
+            return SlotBinding(CONSTANT, storage)
+        if storage in direct_outputs:
+            return SlotBinding(OUTPUT, storage)
+        if storage in produced:
+            intermediates[storage] = (tuple(graph.types[storage].shape), graph.types[storage].dtype)
+            return SlotBinding(INTERMEDIATE, storage)
+        return None
+
+    plans: list[KernelPlan | HostPlan] = []
+    for item in steps:
+        if isinstance(item, HostStep):
+            sources = []
+            for tensor in item.inputs:
+                binding = source_of(resolve_view(graph, tensor))
+                if binding is None:
+                    raise GraphError(f"host node '{item.node.name}' reads '{resolve_view(graph, tensor)}', which no kernel, placeholder or constant provides")
+                sources.append(binding)
+            destinations = []
+            for tensor in item.outputs:
+                if tensor in direct_outputs:
+                    destinations.append((tensor, SlotBinding(OUTPUT, tensor)))
+                elif tensor in read_later:
+                    intermediates[tensor] = (tuple(graph.types[tensor].shape), graph.types[tensor].dtype)
+                    destinations.append((tensor, SlotBinding(INTERMEDIATE, tensor)))
+            plans.append(HostPlan(item, tuple(sources), tuple(destinations)))
+            continue
+        lowered, kernel = item
+        supplied = dict(caller_constants(lowered, kernel)) if caller_constants else {}
+        bindings = []
+        for info in kernel.arrays:
+            if info.name in supplied:
+                bindings.append(SlotBinding(CONSTANT, supplied[info.name]))
+                continue
+            tensor = lowered.array_tensors.get(info.name) if info.role in ("input", "output") else None
+            if tensor is None:
+                bindings.append(SlotBinding(PRIVATE))
+                continue
+            storage = resolve_view(graph, tensor)
+            binding = source_of(storage)
+            if binding is None:
+                raise GraphError(f"kernel {kernel.scop.name} reads '{storage}', which no kernel, placeholder or constant provides")
+            bindings.append(binding)
+        plans.append(KernelPlan(kernel, tuple(bindings), index_checks(lowered.scop)))
+    outputs = tuple((output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs)
+    for _, storage, _ in outputs:
+        if storage not in produced and storage not in placeholders:
+            if storage not in graph.constants:
+                raise GraphError(f"model {source}: tensor '{storage}' is neither computed nor a constant")
+            constants[storage] = None
+    direct_types = tuple((s, tuple(graph.types[s].shape), graph.types[s].dtype) for s in direct_outputs)
+    return ModelPlan(tuple(plans), tuple(constants), intermediates, direct_outputs, direct_types, outputs, placeholders)

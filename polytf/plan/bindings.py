@@ -1,0 +1,62 @@
+"""Binding kinds: where the buffer of each kernel argument and host-step tensor of a model comes from.
+
+The binding plan (:mod:`polytf.plan.binding_plan`) assigns one to every argument; the CPU
+runtime (host buffers), the CUDA runtime (device buffers) and the AOT export (a workspace and
+a weights blob) each make the buffers of their own memory from the same plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from polytf.targets.target import CompiledKernel
+
+#: Kinds of kernel argument, by where its buffer comes from.
+CONSTANT = "constant"  # a graph constant, shared by all contexts (kernels only read it)
+INPUT = "input"  # a placeholder's value, the caller's (converted) array, bound per call
+OUTPUT = "output"  # a model output, a fresh array per call, bound per call
+INTERMEDIATE = "intermediate"  # a tensor passed between kernels, one buffer per context
+PRIVATE = "private"  # a kernel temporary or scratch array, one buffer per context and kernel
+
+
+@dataclass(frozen=True)
+class SlotBinding:
+    """Where one kernel argument's buffer comes from.
+
+    Attributes:
+        kind: one of CONSTANT, INPUT, OUTPUT, INTERMEDIATE, PRIVATE.
+        key: the storage tensor (``"node:port"``) for CONSTANT, OUTPUT and INTERMEDIATE;
+            the placeholder name for INPUT; empty for PRIVATE.
+    """
+
+    kind: str
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One kernel of a model and the binding of each of its arguments (``kernel.arrays`` order)."""
+
+    kernel: CompiledKernel
+    bindings: tuple[SlotBinding, ...]
+    #: ``(index array, table extent, node)`` of each run-time gather: checked before the kernel runs
+    index_checks: tuple[tuple[str, int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One host step of a model: where each input comes from and where each output goes.
+
+    Attributes:
+        step: the host step.
+        sources: per input tensor, its buffer (CONSTANT, INPUT, OUTPUT or INTERMEDIATE).
+        destinations: per output tensor that someone reads, ``(tensor, binding)`` with
+            binding kind OUTPUT or INTERMEDIATE.
+    """
+
+    step: object  # HostStep (kept untyped: the runtime's host module imports this one)
+    sources: tuple[SlotBinding, ...]
+    destinations: tuple[tuple[str, SlotBinding], ...]
+
+
+__all__ = ["CONSTANT", "INPUT", "OUTPUT", "INTERMEDIATE", "PRIVATE", "SlotBinding", "KernelPlan", "HostPlan"]

@@ -1,0 +1,216 @@
+"""CompiledModel: a whole graph as a sequence of native kernel calls.
+
+Calling the model converts each input once, takes an execution context (its own
+intermediate, temporary and scratch buffers: :mod:`polytf.runtime.cpu.execution_context`),
+binds the inputs and fresh output arrays into the context's argument tables (each
+binding size-checked: :mod:`polytf.runtime.cpu.argument_table`), calls each kernel once
+through ctypes (which releases the GIL) and returns the outputs. There is no
+per-element Python on this path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from polytf.graph import Graph
+from polytf.lowering.host_fallback import HostStep
+from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.plan.binding_plan import output_key, plan_model
+from polytf.plan.bindings import HostPlan
+from polytf.plan.constant_layout import ModelConstants
+from polytf.runtime.context_pool import ContextPool
+from polytf.runtime.cpu.execution_context import ExecutionContext
+from polytf.runtime.input_checks import converted_inputs
+from polytf.runtime.timing import call_latencies
+from polytf.targets.target import CompiledKernel
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """One timed call of a model (:meth:`CompiledModel.timed_calls`).
+
+    Attributes:
+        call_s: the whole call, ``model(**inputs)``, seconds.
+        step_s: seconds of each step inside it (kernels and host steps, execution order).
+    """
+
+    call_s: float
+    step_s: tuple[float, ...]
+
+    @property
+    def steps_s(self) -> float:
+        """Seconds in the steps: the call less the runtime's own work."""
+        return sum(self.step_s)
+
+
+class CompiledModel:
+    """A callable model: ``model(**{placeholder_name: array}) -> {output_name: array}``.
+
+    Thread safety: a CompiledModel may be called from any number of threads at once.
+    Each call runs on its own execution context (intermediate tensors, temporaries,
+    packing and padding scratch), taken from a pool that grows with the number of calls
+    in flight; constants are shared and only read. Results are identical to those of
+    single-threaded calls.
+
+    Args:
+        graph: the typed graph the kernels were compiled from.
+        kernels: lowered kernels and their compiled code, and the host steps
+            (:class:`~polytf.lowering.host_fallback.HostStep`) between them, in execution order.
+        threads: threads each parallel kernel uses.
+
+    Attributes:
+        input_types: placeholder name -> TensorType.
+        output_names: keys of the returned dictionary, in the graph's output order.
+        recipes: kernel name -> the ScheduleRecipe it runs with.
+
+    Raises:
+        GraphError: a kernel reads a tensor that nothing provides (a polytf bug).
+        ShapeError: a buffer does not fit its kernel (a polytf bug).
+    """
+
+    def __init__(
+        self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CompiledKernel] | HostStep], threads: int, source: str = ""
+    ) -> None:
+        self.host_nodes = tuple(step.node for step in kernels if isinstance(step, HostStep))
+        self.graph = graph
+        self.threads = int(threads)
+        self.source = source or graph.source
+        self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
+        self.output_names = tuple(output_key(t) for t in graph.outputs)
+        constants = ModelConstants(graph, self.source)
+        plan = plan_model(graph, kernels, self.source, constants.packed)
+        for storage in plan.constants:
+            constants.constant(storage)
+        self._constants = constants.values
+        #: kernel-produced outputs are written straight into fresh arrays on each call
+        self._direct_outputs = plan.direct_outputs
+        self._direct_output_types = tuple((s, shape, np.dtype(dtype)) for s, shape, dtype in plan.direct_output_types)
+        self._placeholder_of = plan.placeholder_of
+        self._plans = plan.kernel_plans
+        self._steps = plan.steps
+        self._outputs = list(plan.outputs)
+        self._intermediate_types = plan.intermediates
+        self._contexts = ContextPool(self._new_context)
+        with self._contexts.acquire():  # the first context, built (and its buffers checked) now
+            pass
+        self.recipes = {plan.kernel.scop.name: plan.kernel.recipe for plan in self._plans}
+
+    def _new_context(self) -> ExecutionContext:
+        return ExecutionContext(self._steps, self._constants, self._intermediate_types)
+
+    @property
+    def kernels(self) -> tuple[CompiledKernel, ...]:
+        return tuple(plan.kernel for plan in self._plans)
+
+    @property
+    def context_count(self) -> int:
+        """Execution contexts built so far (the most calls that ran at once)."""
+        return self._contexts.size
+
+    def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        """Run the model. Safe to call from several threads at once.
+
+        Args:
+            inputs: one array per placeholder, by placeholder name, with exactly the
+                compiled shape (anything ``numpy.asarray`` accepts; values are converted
+                to the placeholder's dtype once, and the converted array is what is checked
+                and what the kernels read).
+
+        Returns:
+            output name -> array (a fresh array on every call; inputs that already are
+            C-contiguous arrays of the placeholder's dtype are read in place, not copied).
+
+        Raises:
+            GraphError: a placeholder is missing or an unknown name is given.
+            ShapeError: an input has the wrong shape or cannot be converted.
+        """
+        return self._call(inputs)
+
+    def _call(self, inputs: Mapping[str, object], clock: list[float] | None = None) -> dict[str, np.ndarray]:
+        """:meth:`__call__`; with ``clock``, ``time.perf_counter()`` is appended to it just before
+        the first step and after each step (:meth:`timed_calls`)."""
+        bound = self._converted_inputs(inputs)
+        fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
+        context = self._contexts.take()
+        try:
+            context.bind(bound, fresh)
+            if clock is not None:
+                clock.append(time.perf_counter())
+            context.run(self.threads, clock)
+        finally:
+            self._contexts.release(context)
+        result = {}
+        for name, storage, shape in self._outputs:
+            if storage in fresh:
+                result[name] = fresh[storage].reshape(shape)
+            elif storage in self._placeholder_of:
+                result[name] = bound[self._placeholder_of[storage]].reshape(shape).copy()  # a placeholder passed through
+            else:
+                result[name] = self._constants[storage].reshape(shape).copy()
+        return result
+
+    def _converted_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+        """Each input converted once to a C-contiguous array of its placeholder's dtype (the
+        caller's own array when it already is one), with its shape checked
+        (:func:`polytf.runtime.input_checks.converted_inputs`).
+
+        Raises:
+            GraphError: missing or unknown names.
+            ShapeError: a value that cannot be converted, or has the wrong shape.
+        """
+        return converted_inputs(inputs, self.input_types, self.source)
+
+    @property
+    def step_kinds(self) -> tuple[str, ...]:
+        """``"kernel"`` or ``"host"`` for each step of a call, execution order (the kernels in
+        :attr:`kernels` order)."""
+        return tuple("host" if isinstance(step, HostPlan) else "kernel" for step in self._steps)
+
+    def timed_calls(self, inputs: Mapping[str, np.ndarray], repeats: int = 10, warmup: int = 2) -> list[CallTiming]:
+        """``repeats`` whole calls ``model(**inputs)`` (after ``warmup`` untimed ones), each with
+        the time of the call and of every step inside it, read from one clock: each kernel
+        is timed where the model runs it, finding the caches as the kernels before it left
+        them, and what the call spends outside its steps (input checks, binding, output
+        arrays, the Python between kernels) is the runtime's overhead.
+        """
+        for _ in range(warmup):
+            self._call(inputs)
+        timings = []
+        for _ in range(repeats):
+            clock: list[float] = []
+            begin = time.perf_counter()
+            self._call(inputs, clock)
+            end = time.perf_counter()
+            timings.append(CallTiming(end - begin, tuple(b - a for a, b in zip(clock, clock[1:]))))
+        return timings
+
+    def latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 20, warmup: int = 3) -> list[float]:
+        """Per-call latencies in seconds of the kernels alone (inputs converted and bound
+        once, outside the timed region)."""
+        with self._bound_context(inputs) as context:
+            return call_latencies(lambda: context.run(self.threads), repeats, warmup)
+
+    def kernel_latency_s(self, inputs: Mapping[str, np.ndarray], repeats: int = 10, warmup: int = 2) -> list[tuple[CompiledKernel, list[float]]]:
+        """Each kernel (execution order) with the seconds of ``repeats`` calls of it alone, on
+        the values of one model call on ``inputs`` (after ``warmup`` whole calls), its
+        operands hot in the caches from its previous call (:meth:`timed_calls` times the
+        kernels where the model runs them)."""
+        with self._bound_context(inputs) as context:
+            latencies = context.kernel_latencies(self.threads, repeats, warmup)
+        return list(zip(self.kernels, latencies))
+
+    @contextlib.contextmanager
+    def _bound_context(self, inputs: Mapping[str, np.ndarray]) -> Iterator[ExecutionContext]:
+        """A pooled context with ``inputs`` (converted once) and fresh outputs bound, for
+        timing the kernels outside the conversion."""
+        bound = self._converted_inputs(inputs)
+        fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
+        with self._contexts.acquire() as context:
+            context.bind(bound, fresh)
+            yield context
+

@@ -1,0 +1,157 @@
+"""Device contexts: the device buffers of one call of a CUDA model.
+
+The device counterpart of :mod:`polytf.runtime.cpu.execution_context`. A
+:class:`DeviceContext` owns one set of the buffers that live only during a call
+(intermediate tensors between steps, kernel temporaries) in device memory, and one
+checked argument list (:class:`~polytf.runtime.cuda.device_arguments.DeviceArguments`) per
+kernel; the model's constants are shared device buffers, uploaded once. A call takes a
+context from a :class:`~polytf.runtime.context_pool.ContextPool`, binds the inputs
+and fresh outputs, and queues every kernel on the current stream.
+
+Host steps (:mod:`polytf.lowering.host_fallback`) run between the kernels on the host:
+their inputs are downloaded (a placeholder given as a host array, or a constant, is read
+from its host copy instead), their results uploaded into the device buffers the next
+kernels read. A run-time gather's indices are downloaded and checked before its kernel is
+launched (:func:`~polytf.runtime.index_checks.check_indices`). Both wait for the
+device, so a model without them is the one that never waits between kernels.
+
+Contexts may be used by calls on different streams one after the other: each call leaves
+a fence (:meth:`DeviceBackend.fence`) that the next call using the context waits for
+before it writes the context's buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, HostPlan, KernelPlan, SlotBinding
+from polytf.runtime.cuda.device_arguments import DeviceArguments
+from polytf.runtime.cuda.device_backend import DeviceBackend
+from polytf.runtime.index_checks import check_indices
+
+__all__ = ["DeviceContext"]
+
+
+class DeviceContext:
+    """Device buffers and argument lists for one call at a time.
+
+    Args:
+        plans: the model's kernels and host steps, execution order
+            (:func:`polytf.plan.binding_plan.plan_model`).
+        constants: constant key -> its shared device buffer.
+        host_constants: constant key -> the same value on the host (what host steps read).
+        intermediate_types: storage tensor -> ``(shape, dtype)`` of each INTERMEDIATE.
+        backend: the device.
+
+    Raises:
+        ShapeError: a buffer does not fit its kernel (a polytf bug).
+    """
+
+    def __init__(
+        self,
+        plans: Sequence[KernelPlan | HostPlan],
+        constants: Mapping[str, Any],
+        host_constants: Mapping[str, np.ndarray],
+        intermediate_types: Mapping[str, tuple[tuple[int, ...], str]],
+        backend: DeviceBackend,
+    ) -> None:
+        self.backend = backend
+        self._constants = constants
+        self._host_constants = host_constants
+        self._intermediates = {storage: backend.allocate(shape, dtype) for storage, (shape, dtype) in intermediate_types.items()}
+        self._arguments: list[DeviceArguments] = []
+        #: per argument list, the (slot, binding) pairs bound on each call
+        self._per_call: list[list[tuple[int, SlotBinding]]] = []
+        self._steps: list[DeviceArguments | HostPlan] = []
+        self._index_checks: dict[int, list[tuple[int, int, str]]] = {}
+        self._inputs: Mapping[str, Any] = {}
+        self._host_inputs: Mapping[str, np.ndarray] = {}
+        self._outputs: Mapping[str, Any] = {}
+        #: what the next call waits for before it writes this context's buffers
+        self.fence: Any = None
+        for plan in plans:
+            if isinstance(plan, HostPlan):
+                self._steps.append(plan)
+                continue
+            arguments = DeviceArguments(plan.kernel, backend)
+            per_call = []
+            for slot, binding in enumerate(plan.bindings):
+                if binding.kind == CONSTANT:
+                    arguments.bind(slot, constants[binding.key])
+                elif binding.kind == INTERMEDIATE:
+                    arguments.bind(slot, self._intermediates[binding.key])
+                elif binding.kind in (INPUT, OUTPUT):
+                    per_call.append((slot, binding))
+                else:  # PRIVATE: a kernel temporary, this context's own
+                    info = plan.kernel.arrays[slot]
+                    arguments.bind(slot, backend.allocate(info.shape, info.dtype, zeroed=info.role == "scratch"))
+            if plan.index_checks:
+                self._index_checks[id(arguments)] = [(arguments.slot(array), extent, node) for array, extent, node in plan.index_checks]
+            self._arguments.append(arguments)
+            self._per_call.append(per_call)
+            self._steps.append(arguments)
+
+    def bind(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], host_inputs: Mapping[str, np.ndarray] | None = None) -> None:
+        """Point the per-call slots at the call's buffers (each checked by DeviceArguments.bind).
+
+        Args:
+            inputs: placeholder name -> its device buffer.
+            outputs: storage tensor -> the fresh device buffer of an output.
+            host_inputs: placeholder name -> the caller's host array, for inputs given on
+                the host (host steps read those instead of downloading them again).
+        """
+        for arguments, per_call in zip(self._arguments, self._per_call):
+            for slot, binding in per_call:
+                arguments.bind(slot, (inputs if binding.kind == INPUT else outputs)[binding.key])
+        self._inputs, self._outputs, self._host_inputs = inputs, outputs, host_inputs or {}
+
+    def run(self) -> None:
+        """Queue every kernel (and run every host step) once, in order, on the bound buffers."""
+        for step in self._steps:
+            if isinstance(step, HostPlan):
+                self._run_host(step)
+                continue
+            for slot, extent, node in self._index_checks.get(id(step), ()):
+                check_indices(self.backend.download(step.array(slot)), extent, node)
+            step.launch()
+
+    def _buffer(self, binding: SlotBinding) -> Any:
+        if binding.kind == CONSTANT:
+            return self._constants[binding.key]
+        if binding.kind == INPUT:
+            return self._inputs[binding.key]
+        if binding.kind == OUTPUT:
+            return self._outputs[binding.key]
+        return self._intermediates[binding.key]
+
+    def _host_value(self, binding: SlotBinding) -> np.ndarray:
+        if binding.kind == CONSTANT:
+            return self._host_constants[binding.key]
+        if binding.kind == INPUT and binding.key in self._host_inputs:
+            return self._host_inputs[binding.key]
+        return self.backend.download(self._buffer(binding))
+
+    def _run_host(self, plan: HostPlan) -> None:
+        sources = dict(zip(plan.step.inputs, plan.sources))
+        types = dict(zip(plan.step.outputs, plan.step.output_types))
+        staging = {tensor: np.empty(types[tensor][0], dtype=types[tensor][1]) for tensor, _ in plan.destinations}
+        plan.step.run(lambda tensor: self._host_value(sources[tensor]), staging)
+        for tensor, binding in plan.destinations:
+            self.backend.upload_into(self._buffer(binding), staging[tensor])
+
+    def kernel_latencies(self, repeats: int, warmup: int = 1) -> list[list[float]]:
+        """Per kernel (execution order), the device seconds of each of ``repeats`` launches of
+        that kernel alone on the bound buffers, after ``warmup`` runs of the whole sequence."""
+        for _ in range(warmup):
+            self.run()
+        return [[self.backend.elapsed_s(arguments.launch) for _ in range(repeats)] for arguments in self._arguments]
+
+    def unbind(self) -> None:
+        """Forget the caller's buffers (a pooled context must not keep them alive)."""
+        for arguments, per_call in zip(self._arguments, self._per_call):
+            for slot, _ in per_call:
+                arguments.unbind(slot)
+        self._inputs, self._outputs, self._host_inputs = {}, {}, {}
