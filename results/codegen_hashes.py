@@ -118,13 +118,14 @@ def model_hashes(job: tuple[str, bool]) -> tuple[str, dict, float]:
 
 
 def compare(before_path: str, after_path: str) -> int:
-    """Print every difference between two runs; 1 when there is one."""
+    """Print every difference between two runs (the models of ``after_path``, which may be a
+    subset of ``before_path``'s); 1 when there is one."""
     before, after = (json.loads(Path(p).read_text()) for p in (before_path, after_path))
     differences = []
-    for model in sorted(set(before["models"]) | set(after["models"])):
-        old, new = before["models"].get(model), after["models"].get(model)
-        if old is None or new is None:
-            differences.append(f"{model}: only in {'after' if old is None else 'before'}")
+    for model in sorted(after["models"]):
+        old, new = before["models"].get(model), after["models"][model]
+        if old is None:
+            differences.append(f"{model}: not in {before_path}")
             continue
         if list(old) != list(new):
             differences.append(f"{model}: kernels {list(old)} before, {list(new)} after")
@@ -134,9 +135,13 @@ def compare(before_path: str, after_path: str) -> int:
             for field in sorted(set(entry) | set(other)):
                 if entry.get(field) != other.get(field):
                     differences.append(f"{model}/{kernel}: {field} differs")
+    skipped = sorted(set(before["models"]) - set(after["models"]))
     kernels = sum(len(m) for m in after["models"].values())
     hashes = sum(len(row.split()) for m in after["models"].values() for e in m.values() for t in ("cpu", "cuda") for row in e.get(t, ()))
-    print(f"{len(after['models'])} models, {kernels} kernels, {hashes} hashes compared: {len(differences)} differences")
+    print(
+        f"{len(after['models'])} models, {kernels} kernels, {hashes} hashes compared: {len(differences)} differences"
+        + (f" ({len(skipped)} models of {before_path} not run: {', '.join(skipped)})" if skipped else "")
+    )
     for line in differences:
         print(" ", line)
     return 1 if differences else 0
