@@ -59,15 +59,18 @@ def test_bad_budgets_get_a_clear_error(tmp_path):
 
 
 def test_tune_within_a_time_budget_then_reuse(tmp_path):
+    """The budget leaves room for both kernels' baselines on a busy machine (a worker process
+    starts, compiles, verifies and times each; a 6 s budget failed once beside another 2-thread
+    job): the test checks what is done within the budget, not how fast it is done."""
     model = tmp_path / "two_matmuls.pbtxt"
     model.write_text(TWO_MATMULS_PBTXT)
     cache = tmp_path / "cache"
-    budget_s = 6
+    budget_s = 20
     first = polytf("tune", model, "--time-budget", f"{budget_s}s", "--cache-dir", cache)
     assert first.returncode == 0, first.stderr
     assert "Traceback" not in first.stderr
     assert "budget spent" in first.stdout and first.stdout.count("MatMul+Relu") == 2
-    spent = re.search(r"time budget 6s: ([\d.]+) s spent tuning kernels", first.stdout)
+    spent = re.search(rf"time budget {budget_s}s: ([\d.]+) s spent tuning kernels", first.stdout)
     assert spent and float(spent.group(1)) <= budget_s
     assert re.search(r"\d+ trials?, [\d.]+ s", first.stdout)
     assert "time budget:" in first.stderr  # the progress row with the budget left
