@@ -110,7 +110,7 @@ class TaskProgress:
 
 
 @dataclass(frozen=True)
-class Slice:
+class TrialSlice:
     """Trials handed to one task.
 
     Attributes:
@@ -256,7 +256,7 @@ class TaskScheduler:
         return max((p.baseline_seconds for p in self.progress), default=0.0)
 
     # -- the decision ---------------------------------------------------------------------------
-    def next_slice(self, remaining_s: float) -> Slice | None:
+    def next_slice(self, remaining_s: float) -> TrialSlice | None:
         """The next slice, or None when tuning should stop (no live task's slice fits in
         ``remaining_s`` seconds, or every task is retired).
 
@@ -270,7 +270,7 @@ class TaskScheduler:
             trials = 1 if baseline else self._slice_trials(index)
             expected_s = trials * self.trial_s(index)
             if trials > 0 and expected_s <= remaining_s:
-                affordable.append(Slice(index, trials, expected_s, baseline))
+                affordable.append(TrialSlice(index, trials, expected_s, baseline))
         if not affordable or remaining_s <= 0:
             return None
         baselines = [candidate for candidate in affordable if candidate.baseline]
@@ -287,4 +287,4 @@ class TaskScheduler:
         return max(0, min(self.slice_trials, limit - self.progress[task].trials))
 
 
-__all__ = ["ALPHA", "BETA", "EPSILON", "PATIENCE_TRIALS", "SLICE_TRIALS", "WINDOW_TRIALS", "Slice", "Task", "TaskProgress", "TaskScheduler"]
+__all__ = ["ALPHA", "BETA", "EPSILON", "PATIENCE_TRIALS", "SLICE_TRIALS", "WINDOW_TRIALS", "Task", "TaskProgress", "TaskScheduler", "TrialSlice"]

@@ -544,7 +544,7 @@ def _model_coverage(args) -> int:
     from polytf.compiler.model_builder import prepare_model
     from polytf.errors import UnsupportedOpError
     from polytf.frontend import load_graph
-    from polytf.ops.registry import lookup
+    from polytf.ops import lookup
     from polytf.passes.fusion import is_compute
 
     original = load_graph(args.model, signature=args.signature)
@@ -587,13 +587,9 @@ def _model_coverage(args) -> int:
 
 def _rewritten_ops() -> dict[str, str]:
     """Ops the graph passes replace by compiled ops, with a note naming the pass."""
-    from polytf.passes.index_op_expansion import INDEX_OPS
-    from polytf.passes.multi_output import MULTI_OUTPUT_OPS
+    from polytf.ops.coverage import rewritten_ops
 
-    return {
-        **dict.fromkeys(INDEX_OPS, "compiled as comparisons, selections and reductions (index-op expansion pass)"),
-        **dict.fromkeys(MULTI_OUTPUT_OPS, "compiled as one Slice per output (split rewriting pass)"),
-    }
+    return rewritten_ops()
 
 
 def command_bench(args) -> int:

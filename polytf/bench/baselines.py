@@ -91,7 +91,7 @@ class NumpyGraph:
         from polytf.frontend import load_graph
         from polytf.graph import split_tensor_name
         from polytf.lowering.shape_inference import infer_types
-        from polytf.ops import registry
+        from polytf.ops import NO_OUTPUT, lookup
         from polytf.passes.pruning import prune_to_outputs
 
         graph, _ = prune_to_outputs(infer_types(load_graph(path, outputs=outputs), input_shapes))
@@ -104,9 +104,9 @@ class NumpyGraph:
             ports.setdefault(split_tensor_name(tensor)[0], []).append(tensor)
         self._steps = []
         for node in graph.nodes.values():
-            definition = registry.lookup(node.op)
+            definition = lookup(node.op)
             produced = sorted(ports.get(node.name, []), key=lambda t: split_tensor_name(t)[1])
-            if node.op == "Placeholder" or definition.category == registry.NO_OUTPUT or not produced:
+            if node.op == "Placeholder" or definition.category == NO_OUTPUT or not produced:
                 continue
             if all(t in self._constants for t in produced):
                 continue

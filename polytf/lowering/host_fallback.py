@@ -30,7 +30,7 @@ import numpy as np
 from polytf.errors import PolytfError, UnsupportedOpError
 from polytf.graph import FusionGroup, Graph
 from polytf.lowering.lowered_kernel import LoweredKernel, lower_group
-from polytf.ops.registry import lookup
+from polytf.ops import lookup
 from polytf.passes.fusion import is_compute, output_tensors, partition
 
 __all__ = ["HostNode", "HostStep", "HostExecutionError", "host_candidates", "lower_with_fallback"]

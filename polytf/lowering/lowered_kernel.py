@@ -14,8 +14,8 @@ import numpy as np
 
 from polytf.errors import PolytfError
 from polytf.graph import FusionGroup, Graph
+from polytf.ops import ArrayRef, LoweringContext, lookup
 from polytf.ops.blas_threads import single_threaded_blas
-from polytf.ops.registry import ArrayRef, LoweringContext, lookup
 from polytf.passes.fusion import data_inputs
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.temporary_elimination import eliminate_temporaries

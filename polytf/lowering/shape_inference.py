@@ -1,10 +1,11 @@
 """Shape inference: give every tensor of a graph a static :class:`TensorType`.
 
-Walks the nodes in (topological) order, asks each op's ``infer`` rule for its output
-types and records the tensors known at compile time in ``graph.constants``: ``Const``
-values, views of constants, ops whose value follows from their input types (``Shape``)
-and small ``foldable`` ops on constants (``StridedSlice``, ``Pack``, ... computing a
-Reshape's shape), evaluated by their numpy reference. Placeholder shapes come from
+Walks the nodes in (topological) order, checks each node's input count against its op's
+arity, asks the op's ``infer`` rule for its output types and records the tensors known at
+compile time in ``graph.constants``: values that follow from the node and its input types
+(``Const``, ``Shape``: ``static_value``), views of constants and small ``foldable`` ops on
+constants (``StridedSlice``, ``Pack``, ... computing a Reshape's shape), evaluated by their
+numpy reference. Placeholder shapes come from
 their ``shape`` attr, overridden by ``input_shapes``; any dimension still unknown is an
 error that says how to fix it.
 """
@@ -18,8 +19,7 @@ import numpy as np
 from polytf.config import FrontendConfig
 from polytf.errors import GraphError, ShapeError
 from polytf.graph import Graph, Node, TensorType, split_tensor_name, tensor_name
-from polytf.ops import registry
-from polytf.ops.arity import check_arity
+from polytf.ops import VIEW, OpDefinition, check_supported, lookup
 from polytf.ops.constant_inputs import FOLD_MAX_ELEMENTS
 from polytf.ops.sources import placeholder_shape
 
@@ -46,13 +46,14 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
         GraphError: an input refers to a tensor no earlier node produces.
     """
     nodes = list(graph.nodes.values())
-    registry.check_supported(nodes)
+    check_supported(nodes)
     overrides = _check_input_shapes(graph, input_shapes or {})
+    placeholders = frozenset(node.name for node in graph.placeholders)
 
     types: dict[str, TensorType] = {}
     constants: dict[str, np.ndarray] = dict(graph.constants)
     for node in nodes:
-        definition = registry.lookup(node.op)
+        definition = lookup(node.op)
         input_types = []
         for tensor in node.inputs:
             if tensor not in types:
@@ -61,9 +62,9 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
         input_constants = [constants.get(tensor) for tensor in node.inputs]
 
         target = node
-        if node.op == "Placeholder" and node.name in overrides:
+        if node.name in overrides:  # a placeholder (checked)
             target = Node(node.name, node.op, node.inputs, node.control_inputs, {**node.attrs, "shape": overrides[node.name]})
-        check_arity(node)
+        definition.check_arity(node)
         try:
             outputs = tuple(definition.infer(target, input_types, input_constants))
         except ShapeError as error:
@@ -72,21 +73,19 @@ def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None =
             raise malformed(node, error) from None
 
         output_names = [node.output(k) for k in range(len(outputs))]
+        is_placeholder = node.name in placeholders
         for name, output_type in zip(output_names, outputs):
-            _check_static(node, name, output_type)
+            _check_static(node, name, output_type, is_placeholder)
             types[name] = output_type
 
-        if node.op == "Const":
-            constants[node.output(0)] = np.asarray(node.attr("value"))
-        else:
-            try:
-                values = _fold(node, definition, input_types, outputs, constants)
-            except MALFORMED_NODE_ERRORS as error:
-                raise malformed(node, error) from None
-            for name, value in zip(output_names, values or ()):
-                constants[name] = np.asarray(value)
+        try:
+            values = _fold(node, definition, input_types, outputs, constants)
+        except MALFORMED_NODE_ERRORS as error:
+            raise malformed(node, error) from None
+        for name, value in zip(output_names, values or ()):
+            constants[name] = np.asarray(value)
 
-        _check_dtypes(node, definition, input_types, outputs, output_names, constants)
+        _check_dtypes(node, definition, input_types, outputs, output_names, constants, is_placeholder)
 
     for tensor in graph.outputs:
         name = tensor_name(*split_tensor_name(tensor))
@@ -142,7 +141,7 @@ def _check_input_shapes(graph: Graph, input_shapes: Mapping[str, Sequence[int]])
     return result
 
 
-def _check_static(node: Node, name: str, output_type: TensorType) -> None:
+def _check_static(node: Node, name: str, output_type: TensorType, is_placeholder: bool) -> None:
     if output_type.is_static:
         limit = FrontendConfig().max_tensor_elements
         if any(d < 0 for d in output_type.shape) or output_type.element_count > limit:
@@ -152,7 +151,7 @@ def _check_static(node: Node, name: str, output_type: TensorType) -> None:
                 "check the model's dimensions (or the --input shapes)"
             )
         return
-    if node.op == "Placeholder":
+    if is_placeholder:
         example = tuple(1 if d is None else d for d in output_type.shape)
         raise ShapeError(
             f"placeholder '{node.name}' has unknown dimension(s) {output_type}; fix them with "
@@ -168,10 +167,10 @@ def _all_inputs_constant(node: Node, constants: Mapping[str, np.ndarray]) -> boo
     return bool(node.inputs) and all(t in constants for t in node.inputs)
 
 
-def _fold(node: Node, definition, input_types, output_types, constants: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...] | None:
+def _fold(node: Node, definition: OpDefinition, input_types, output_types, constants: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...] | None:
     """Compile-time values of ``node``'s outputs, or None when they are not known.
 
-    ``static_value`` ops (``Shape``) always fold; VIEW ops fold when all inputs are
+    ``static_value`` ops (``Const``, ``Shape``) always fold; VIEW ops fold when all inputs are
     constants; ``foldable`` ops too, when no input or output has more than
     :data:`FOLD_MAX_ELEMENTS` elements (shape arithmetic, not weights).
 
@@ -183,7 +182,7 @@ def _fold(node: Node, definition, input_types, output_types, constants: Mapping[
             return tuple(definition.static_value(node, input_types))
         if not _all_inputs_constant(node, constants):
             return None
-        if definition.category != registry.VIEW:
+        if definition.category != VIEW:
             if not definition.foldable:
                 return None
             sizes = [t.element_count for t in (*input_types, *output_types)]
@@ -194,12 +193,12 @@ def _fold(node: Node, definition, input_types, output_types, constants: Mapping[
         raise error.with_context(f"while folding constant node '{node.name}' ({node.op})") from None
 
 
-def _check_dtypes(node, definition, input_types, outputs, output_names, constants) -> None:
+def _check_dtypes(node, definition: OpDefinition, input_types, outputs, output_names, constants, is_placeholder: bool) -> None:
     """Generated code computes float32, int32, int64 and bool (:data:`RUNTIME_DTYPES`); a node
     reads a run-time tensor of another dtype than float32 only if its op takes that dtype
     (``OpDefinition.dtypes``); other dtypes appear only in compile-time constants."""
     folded = bool(output_names) and all(name in constants for name in output_names)
-    if not folded and definition.category != registry.VIEW:  # a view emits no code: any dtype
+    if not folded and definition.category != VIEW:  # a view emits no code: any dtype
         for i in definition.data_input_indices(len(node.inputs)):
             if i >= len(input_types) or node.inputs[i] in constants:
                 continue
@@ -212,7 +211,7 @@ def _check_dtypes(node, definition, input_types, outputs, output_names, constant
     for name, output_type in zip(output_names, outputs):
         if output_type.dtype in RUNTIME_DTYPES or name in constants:
             continue
-        what = f"placeholder '{node.name}'" if node.op == "Placeholder" else f"node '{node.name}' ({node.op})"
+        what = f"placeholder '{node.name}'" if is_placeholder else f"node '{node.name}' ({node.op})"
         raise ShapeError(
             f"{what} produces '{name}' of dtype {output_type.dtype}; generated code computes {', '.join(RUNTIME_DTYPES)} "
             f"(other dtypes only as compile-time constants)"

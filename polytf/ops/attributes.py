@@ -9,7 +9,7 @@ attribute and what it must be.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from polytf.errors import ShapeError
@@ -49,16 +49,24 @@ def attr_string(node: Node, key: str, default: Any = REQUIRED, allowed: Sequence
     return value
 
 
+def _checked(node: Node, key: str, default: Any, what: str, accepts: Callable[[Any], bool]) -> Any:
+    value = _get(node, key, default, what)
+    if not accepts(value):
+        raise _problem(node, key, what, value)
+    return value
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def attr_bool(node: Node, key: str, default: Any = REQUIRED) -> bool:
     """A boolean attribute.
 
     Raises:
         ShapeError: missing (and required) or not a boolean.
     """
-    value = _get(node, key, default, "a boolean")
-    if not isinstance(value, bool):
-        raise _problem(node, key, "a boolean", value)
-    return value
+    return _checked(node, key, default, "a boolean", lambda value: isinstance(value, bool))
 
 
 def attr_int(node: Node, key: str, default: Any = REQUIRED) -> int:
@@ -67,10 +75,7 @@ def attr_int(node: Node, key: str, default: Any = REQUIRED) -> int:
     Raises:
         ShapeError: missing (and required) or not an integer.
     """
-    value = _get(node, key, default, "an integer")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _problem(node, key, "an integer", value)
-    return value
+    return _checked(node, key, default, "an integer", _is_integer)
 
 
 def attr_float(node: Node, key: str, default: Any = REQUIRED) -> float:
@@ -79,10 +84,7 @@ def attr_float(node: Node, key: str, default: Any = REQUIRED) -> float:
     Raises:
         ShapeError: missing (and required) or not a number.
     """
-    value = _get(node, key, default, "a number")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _problem(node, key, "a number", value)
-    return float(value)
+    return float(_checked(node, key, default, "a number", lambda value: _is_integer(value) or isinstance(value, float)))
 
 
 def attr_ints(node: Node, key: str, default: Any = REQUIRED, length: int | None = None) -> tuple[int, ...]:
@@ -93,11 +95,19 @@ def attr_ints(node: Node, key: str, default: Any = REQUIRED, length: int | None 
     """
     what = f"a list of {length} integers" if length is not None else "a list of integers"
     value = _get(node, key, default, what)
-    if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+    if not isinstance(value, (tuple, list)) or not all(_is_integer(v) for v in value):
         raise _problem(node, key, what, value)
     if length is not None and len(value) != length:
         raise _problem(node, key, what, tuple(value))
     return tuple(value)
 
 
-__all__ = ["REQUIRED", "attr_string", "attr_bool", "attr_int", "attr_float", "attr_ints"]
+def is_channels_last(node: Node) -> bool:
+    """Whether ``node``'s ``data_format`` attribute (TensorFlow's default ``"NHWC"``) puts
+    channels on the last axis. Never raises: a malformed value is not ``"NHWC"`` (the op's
+    shape rule reports it)."""
+    value = node.attrs.get("data_format", "NHWC")
+    return (value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)) == "NHWC"
+
+
+__all__ = ["REQUIRED", "attr_string", "attr_bool", "attr_int", "attr_float", "attr_ints", "is_channels_last"]

@@ -22,7 +22,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -94,16 +94,7 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-MATRIX_BAND_PART = register(
-    OpDefinition(
-        "MatrixBandPart",
-        REDUCTION,
-        infer,
-        reference,
-        lower,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: MatrixBandPart",
-        dtypes=ANY_DTYPE,
-        foldable=True,
-    )
+MATRIX_BAND_PART = OpDefinition(
+    "MatrixBandPart", REDUCTION, infer, reference, lower, data_inputs=(0,),
+    source="tensorflow/core/ops/array_ops.cc: MatrixBandPart", dtypes=ANY_DTYPE, foldable=True, arity=Arity(3, 3),
 )

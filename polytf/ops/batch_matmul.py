@@ -29,8 +29,8 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
+from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_shapes
-from polytf.ops.registry import CONTRACTION, OpDefinition, register
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -115,9 +115,11 @@ def lower(node, inputs, outputs, context):
     return [init, update]
 
 
-BATCH_MATMUL_V2 = register(
-    OpDefinition("BatchMatMulV2", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: BatchMatMulV2")
+BATCH_MATMUL_V2 = OpDefinition(
+    "BatchMatMulV2", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: BatchMatMulV2",
+    arity=Arity(2, 2),
 )
-BATCH_MATMUL_V3 = register(
-    OpDefinition("BatchMatMulV3", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: BatchMatMulV3")
+BATCH_MATMUL_V3 = OpDefinition(
+    "BatchMatMulV3", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: BatchMatMulV3",
+    arity=Arity(2, 2),
 )

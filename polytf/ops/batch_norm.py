@@ -25,8 +25,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.attributes import attr_bool, attr_float, attr_string
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
+from polytf.ops.attributes import attr_bool, attr_float, attr_string, is_channels_last
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.poly.expression import Access, Binary, Constant, Load, Unary
 from polytf.poly.statement import Statement
 
@@ -99,10 +99,29 @@ def lower(node, inputs, outputs, context):
     return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)]
 
 
-def _register(op: str) -> OpDefinition:
-    return register(OpDefinition(op, ELEMENTWISE, infer, reference, lower, source=f"tensorflow/core/ops/nn_ops.cc: {op}"))
+def inference_affine(node, input_constants):
+    """The node as ``y = x * scale + shift`` per channel, for graph rewrites: ``scale = gamma /
+    sqrt(variance + epsilon)``, ``shift = offset - mean * scale`` (float64, one entry per
+    channel); None unless ``is_training`` is False, the layout NHWC and the four parameters
+    known at compile time. Never raises on a malformed node (shape inference reports it).
+
+    Args:
+        input_constants: the compile-time values of the node's inputs (None where unknown).
+    """
+    if node.attr("is_training", True) or not is_channels_last(node) or len(node.inputs) < 5:
+        return None
+    parameters = list(input_constants[1:5])
+    if any(p is None for p in parameters):
+        return None
+    gamma, beta, mean, variance = (np.asarray(p, dtype=np.float64).reshape(-1) for p in parameters)
+    scale = gamma / np.sqrt(variance + float(node.attr("epsilon", DEFAULT_EPSILON)))
+    return scale, beta - mean * scale
 
 
-FUSED_BATCH_NORM = _register("FusedBatchNorm")
-FUSED_BATCH_NORM_V2 = _register("FusedBatchNormV2")
-FUSED_BATCH_NORM_V3 = _register("FusedBatchNormV3")
+def _define(op: str) -> OpDefinition:
+    return OpDefinition(op, ELEMENTWISE, infer, reference, lower, source=f"tensorflow/core/ops/nn_ops.cc: {op}", arity=Arity(5, 5), affine=inference_affine)
+
+
+FUSED_BATCH_NORM = _define("FusedBatchNorm")
+FUSED_BATCH_NORM_V2 = _define("FusedBatchNormV2")
+FUSED_BATCH_NORM_V3 = _define("FusedBatchNormV3")

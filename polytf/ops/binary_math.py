@@ -38,8 +38,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, broadcast_shapes, infer_binary, pointwise
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Binary, Constant, Expr, Load, Unary, truncate_divide
 
 #: The largest integer exponent written as a multiplication chain.
@@ -202,30 +202,17 @@ def lower_clip(node, inputs, outputs, context):
     return pointwise(node, y, value, context)
 
 
+#: ``Maximum`` and ``Minimum`` do not depend on the order of their inputs.
+_COMMUTATIVE = ("Maximum", "Minimum")
+
 DEFINITIONS = {
-    op: register(
-        OpDefinition(
-            op,
-            ELEMENTWISE,
-            infer_binary,
-            reference,
-            lower,
-            source=f"tensorflow/core/ops/math_ops.cc: {op}",
-            dtypes=("float32",) if op == "RealDiv" else ("float32", "int32", "int64"),
-            foldable=True,
-        )
+    op: OpDefinition(
+        op, ELEMENTWISE, infer_binary, reference, lower, source=f"tensorflow/core/ops/math_ops.cc: {op}",
+        dtypes=("float32",) if op == "RealDiv" else ("float32", "int32", "int64"), foldable=True, arity=Arity(2, 2), commutative=op in _COMMUTATIVE,
     )
     for op in _NUMPY
 }
-CLIP_BY_VALUE = register(
-    OpDefinition(
-        "ClipByValue",
-        ELEMENTWISE,
-        infer_clip,
-        reference_clip,
-        lower_clip,
-        source="tensorflow/core/ops/math_ops.cc: ClipByValue",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
+CLIP_BY_VALUE = OpDefinition(
+    "ClipByValue", ELEMENTWISE, infer_clip, reference_clip, lower_clip, source="tensorflow/core/ops/math_ops.cc: ClipByValue",
+    dtypes=("float32", "int32", "int64"), foldable=True, arity=Arity(3, 3),
 )

@@ -24,8 +24,8 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import FOLD_MAX_ELEMENTS
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, pointwise
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Convert, Load
 
 #: dtypes a compile-time constant may be cast between.
@@ -99,15 +99,7 @@ def lower(node, inputs, outputs, context):
     return pointwise(node, y, value, context)
 
 
-CAST = register(
-    OpDefinition(
-        "Cast",
-        ELEMENTWISE,
-        infer,
-        reference,
-        lower,
-        source="tensorflow/core/ops/math_ops.cc: Cast",
-        dtypes=CAST_DTYPES,
-        foldable=True,
-    )
+CAST = OpDefinition(
+    "Cast", ELEMENTWISE, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: Cast", dtypes=CAST_DTYPES,
+    foldable=True, arity=Arity(1, 1),
 )

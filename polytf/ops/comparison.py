@@ -20,8 +20,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, broadcast_shapes, pointwise
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import COMPARE_OPS, Compare, Load
 
 #: TensorFlow op -> comparison operator of :data:`~polytf.poly.expression.COMPARE_OPS`
@@ -71,17 +71,6 @@ def lower(node, inputs, outputs, context):
 
 
 DEFINITIONS = {
-    op: register(
-        OpDefinition(
-            op,
-            ELEMENTWISE,
-            infer,
-            reference,
-            lower,
-            source=f"tensorflow/core/ops/math_ops.cc: {op}",
-            dtypes=("float32", "int32", "int64"),
-            foldable=True,
-        )
-    )
+    op: OpDefinition(op, ELEMENTWISE, infer, reference, lower, source=f"tensorflow/core/ops/math_ops.cc: {op}", dtypes=("float32", "int32", "int64"), foldable=True, arity=Arity(2, 2))
     for op in COMPARISONS
 }

@@ -26,8 +26,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.constant_inputs import constant_axis, constant_input
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.statement import Statement
 
@@ -56,12 +56,7 @@ def normalized_axis(node, rank: int, axis_value) -> int:
     Raises:
         ShapeError: ``axis`` is not a compile-time int scalar in ``[-rank, rank)``.
     """
-    if axis_value is None:
-        raise ShapeError(f"{node.op} node '{node.name}': its axis input must be a compile-time constant")
-    axis_value = np.asarray(axis_value)
-    if axis_value.dtype.kind not in "iu" or axis_value.size != 1:
-        raise ShapeError(f"{node.op} node '{node.name}': axis must be an int32/int64 scalar, got {axis_value!r}")
-    axis = int(axis_value.reshape(-1)[0])
+    axis = constant_axis(node, axis_value)
     if rank < 1:
         raise ShapeError(f"{node.op} node '{node.name}': cannot concatenate scalars")
     if not -rank <= axis < rank:
@@ -135,5 +130,11 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-CONCAT_V2 = register(ConcatDefinition("ConcatV2", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: ConcatV2", dtypes=ANY_DTYPE, foldable=True))
-CONCAT = register(ConcatDefinition("Concat", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: Concat", axis_first=True, dtypes=ANY_DTYPE, foldable=True))
+CONCAT_V2 = ConcatDefinition(
+    "ConcatV2", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: ConcatV2", dtypes=ANY_DTYPE,
+    foldable=True, arity=Arity(2, None), slab_copy=True,
+)
+CONCAT = ConcatDefinition(
+    "Concat", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: Concat", axis_first=True,
+    dtypes=ANY_DTYPE, foldable=True, arity=Arity(2, None), slab_copy=True,
+)

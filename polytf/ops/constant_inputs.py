@@ -3,8 +3,9 @@
 Some ops have inputs that shape the loop nest rather than feed it data: Pad's
 ``paddings``, Transpose's ``perm``, ConcatV2's ``axis``. Shape inference reads them from
 ``input_constants``; the lowering reads them from the ``constants`` mapping of its
-:class:`~polytf.ops.registry.LoweringContext` (tensor name -> numpy value, the
+:class:`~polytf.ops.lowering_context.LoweringContext` (tensor name -> numpy value, the
 ``graph.constants`` of the graph being lowered), which the lowering driver sets.
+:func:`axis_of` reads an ``axis`` input (ConcatV2, Split, Cumsum) for both.
 """
 
 from __future__ import annotations
@@ -41,3 +42,29 @@ def constant_input(node, context, index: int, what: str) -> np.ndarray:
             "but the lowering context has none (the lowering driver must set LoweringContext.constants to the graph's constants)"
         )
     return np.asarray(value)
+
+
+def constant_axis(node, value) -> int:
+    """The compile-time value of an ``axis`` input: one int32/int64 scalar, not yet normalized.
+
+    Raises:
+        ShapeError: unknown at compile time, or not one integer.
+    """
+    if value is None:
+        raise ShapeError(f"{node.op} node '{node.name}': its axis input must be a compile-time constant")
+    value = np.asarray(value)
+    if value.dtype.kind not in "iu" or value.size != 1:
+        raise ShapeError(f"{node.op} node '{node.name}': axis must be an int32/int64 scalar, got {value!r}")
+    return int(value.reshape(-1)[0])
+
+
+def axis_of(node, rank: int, value) -> int:
+    """The ``axis`` input normalized to ``[0, rank)``.
+
+    Raises:
+        ShapeError: not a compile-time int scalar in ``[-rank, rank)``.
+    """
+    axis = constant_axis(node, value)
+    if not -rank <= axis < rank:
+        raise ShapeError(f"{node.op} node '{node.name}': axis {axis} is out of range for an input of rank {rank} (allowed: [{-rank}, {rank}))")
+    return axis % rank

@@ -26,8 +26,9 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.attributes import REQUIRED, attr_ints, attr_string
-from polytf.ops.registry import CONTRACTION, OpDefinition, register
+from polytf.ops.attributes import REQUIRED, attr_ints, attr_string, is_channels_last
+from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
+from polytf.ops.traits import WeightLayout
 from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -185,4 +186,8 @@ def lower(node, inputs, outputs, context):
     return [init, update]
 
 
-CONV2D = register(OpDefinition("Conv2D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv2D"))
+#: filter ``[KH, KW, C, O]``: output channel ``o`` is axis 3; every output sums over ``KH, KW, C``.
+FILTER_LAYOUT = WeightLayout(
+    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None, reduction_axes=lambda node: (0, 1, 2)
+)
+CONV2D = OpDefinition("Conv2D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv2D", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT)

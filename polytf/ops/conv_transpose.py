@@ -38,7 +38,7 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_string
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.conv import PADDINGS, Window, check_nhwc, nhwc_4tuple, window
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -148,14 +148,7 @@ def lower(node, inputs, outputs, context):
     ]
 
 
-CONV2D_BACKPROP_INPUT = register(
-    OpDefinition(
-        "Conv2DBackpropInput",
-        REDUCTION,
-        infer,
-        reference,
-        lower,
-        data_inputs=(1, 2),
-        source="tensorflow/core/ops/nn_ops.cc: Conv2DBackpropInput",
-    )
+CONV2D_BACKPROP_INPUT = OpDefinition(
+    "Conv2DBackpropInput", REDUCTION, infer, reference, lower, data_inputs=(1, 2),
+    source="tensorflow/core/ops/nn_ops.cc: Conv2DBackpropInput", arity=Arity(3, 3),
 )

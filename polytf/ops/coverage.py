@@ -1,8 +1,9 @@
-"""The supported-op table, generated from the op registry (for ``polytf ops`` and README.md).
+"""The supported-op table, generated from the op table (for ``polytf ops`` and README.md),
+and the ops the graph passes rewrite into others.
 
 ``python -m polytf.ops.coverage README.md`` rewrites the table between the README's
 ``<!-- supported ops -->`` and ``<!-- end supported ops -->`` markers; a test fails when the
-committed table differs from the registry.
+committed table differs from the op table.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from polytf.ops.registry import CATEGORIES, SOURCE, lookup, supported_ops
+from polytf.ops.definition import CATEGORIES, CONTRACTION, ELEMENTWISE, NO_OUTPUT, REDUCTION, SOURCE, VIEW
+from polytf.ops.table import lookup, supported_ops
 
-__all__ = ["OpRow", "op_rows", "markdown_table", "rewrite_readme", "BEGIN_MARKER", "END_MARKER"]
+__all__ = ["OpRow", "op_rows", "markdown_table", "rewrite_readme", "rewritten_ops", "BEGIN_MARKER", "END_MARKER"]
 
 BEGIN_MARKER = "<!-- supported ops -->"
 END_MARKER = "<!-- end supported ops -->"
@@ -25,7 +27,7 @@ class OpRow:
 
     Attributes:
         op: TensorFlow op type.
-        category: its :data:`~polytf.ops.registry.CATEGORIES` entry.
+        category: its :data:`~polytf.ops.definition.CATEGORIES` entry.
         dtypes: dtypes it takes in run-time tensors.
         compiled: it has a lowering (else it runs on the host through its numpy reference,
             or is folded when its inputs are constants).
@@ -40,11 +42,11 @@ class OpRow:
 
 
 def op_rows() -> list[OpRow]:
-    """Every registered op, by category then name."""
+    """Every supported op, by category then name."""
     rows = []
     for op in supported_ops():
         definition = lookup(op)
-        compiled = definition.lower is not None or definition.category not in ("elementwise", "contraction", "reduction")
+        compiled = definition.lower is not None or definition.category not in (ELEMENTWISE, CONTRACTION, REDUCTION)
         rows.append(OpRow(op, definition.category, tuple(definition.dtypes), compiled, definition.source))
     order = {category: k for k, category in enumerate(CATEGORIES)}
     return sorted(rows, key=lambda row: (order.get(row.category, 99), row.op))
@@ -53,7 +55,7 @@ def op_rows() -> list[OpRow]:
 def _how(row: OpRow) -> str:
     if row.category == SOURCE:
         return "input / constant"
-    if row.category in ("view", "no_output"):
+    if row.category in (VIEW, NO_OUTPUT):
         return "no code (view)"
     return "compiled" if row.compiled else "host (numpy reference)"
 
@@ -64,6 +66,16 @@ def markdown_table() -> str:
     for row in op_rows():
         lines.append(f"| {row.op} | {row.category} | {', '.join(row.dtypes)} | {_how(row)} | {row.source} |")
     return "\n".join(lines)
+
+
+def rewritten_ops() -> dict[str, str]:
+    """The ops the graph passes rewrite into compiled ops (``OpDefinition.expand``), each
+    with a note saying into what, by op type."""
+    return {
+        op: f"compiled as {definition.expand.result} (expansion pass)"
+        for op in supported_ops()
+        if (definition := lookup(op)).expand is not None
+    }
 
 
 def rewrite_readme(path: str | Path) -> bool:

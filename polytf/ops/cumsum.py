@@ -26,9 +26,8 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
-from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import REDUCTION, OpDefinition, register
-from polytf.ops.split import axis_of
+from polytf.ops.constant_inputs import axis_of, constant_input
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -86,16 +85,7 @@ def lower(node, inputs, outputs, context):
     ]
 
 
-CUMSUM = register(
-    OpDefinition(
-        "Cumsum",
-        REDUCTION,
-        infer,
-        reference,
-        lower,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/math_ops.cc: Cumsum",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
+CUMSUM = OpDefinition(
+    "Cumsum", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/math_ops.cc: Cumsum",
+    dtypes=("float32", "int32", "int64"), foldable=True, arity=Arity(2, 2),
 )

@@ -28,9 +28,10 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.attributes import attr_ints, attr_string
+from polytf.ops.attributes import attr_ints, attr_string, is_channels_last
 from polytf.ops.conv import PADDINGS, Window, check_nhwc, nhwc_4tuple, window
-from polytf.ops.registry import CONTRACTION, OpDefinition, register
+from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
+from polytf.ops.traits import WeightLayout
 from polytf.poly.expression import Access, AffineExpr, Binary, Constant, FloorDiv, Load, Modulo
 from polytf.poly.statement import Statement
 
@@ -163,4 +164,11 @@ def lower(node, inputs, outputs, context):
     return [init, update]
 
 
-DEPTHWISE_CONV2D = register(OpDefinition(OP, CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: DepthwiseConv2dNative"))
+#: filter ``[KH, KW, C, M]``: output channel ``c * M + m`` is axes 2 and 3; every output sums
+#: over ``KH, KW`` only.
+FILTER_LAYOUT = WeightLayout(
+    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (2, 3) if is_channels_last(node) else None, reduction_axes=lambda node: (0, 1)
+)
+DEPTHWISE_CONV2D = OpDefinition(
+    OP, CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: DepthwiseConv2dNative", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT
+)

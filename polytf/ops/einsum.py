@@ -29,7 +29,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_string
-from polytf.ops.registry import CONTRACTION, OpDefinition, register
+from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -171,4 +171,6 @@ def lower(node, inputs, outputs, context):
     return [init, update]
 
 
-EINSUM = register(OpDefinition("Einsum", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/linalg_ops.cc: Einsum"))
+EINSUM = OpDefinition(
+    "Einsum", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/linalg_ops.cc: Einsum", arity=Arity(1, 2),
+)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.graph import TensorType
+from polytf.graph import Node, TensorType
 from polytf.ops.attributes import attr_string
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
+from polytf.ops.traits import Algebra, Operation
 from polytf.poly.expression import Access, Binary, Constant, Load, Unary
 from polytf.poly.statement import Statement
 
@@ -205,74 +206,34 @@ def lower_relu(node, inputs, outputs, context):
     return [Statement(context.statement_name(), iterators, y.shape, out, value, node=node.name, op=node.op)]
 
 
-ADD_V2 = register(
-    OpDefinition(
-        "AddV2",
-        ELEMENTWISE,
-        infer_binary,
-        reference_binary,
-        lower_binary,
-        source="tensorflow/core/ops/math_ops.cc: AddV2",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
+def _arithmetic(op: str, **traits) -> OpDefinition:
+    """A binary arithmetic op with broadcasting (tensorflow/core/ops/math_ops.cc)."""
+    source = f"tensorflow/core/ops/math_ops.cc: {op}"
+    return OpDefinition(op, ELEMENTWISE, infer_binary, reference_binary, lower_binary, source=source, dtypes=("float32", "int32", "int64"), foldable=True, arity=Arity(2, 2), **traits)
+
+
+#: ``Add`` and ``AddV2`` compute one function; rewrites write ``AddV2``.
+_ADDITION = Algebra(Operation.ADD, identity=0, associative=True, canonical="AddV2")
+ADD_V2 = _arithmetic("AddV2", commutative=True, algebra=_ADDITION)
+ADD = _arithmetic("Add", commutative=True, algebra=_ADDITION)
+SUB = _arithmetic("Sub", algebra=Algebra(Operation.SUBTRACT, identity=0, inverse_of=ADD_V2.op))
+MUL = _arithmetic("Mul", commutative=True, algebra=Algebra(Operation.MULTIPLY, identity=1, associative=True, canonical="Mul"))
+SQUARED_DIFFERENCE = OpDefinition(
+    "SquaredDifference", ELEMENTWISE, infer_binary, reference_squared_difference, lower_squared_difference,
+    source="tensorflow/core/ops/math_ops.cc: SquaredDifference", arity=Arity(2, 2),
 )
-ADD = register(
-    OpDefinition(
-        "Add",
-        ELEMENTWISE,
-        infer_binary,
-        reference_binary,
-        lower_binary,
-        source="tensorflow/core/ops/math_ops.cc: Add",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
+BIAS_ADD = OpDefinition(
+    "BiasAdd", ELEMENTWISE, infer_bias_add, reference_bias_add, lower_bias_add, source="tensorflow/core/ops/nn_ops.cc: BiasAdd", arity=Arity(2, 2), channel_bias=True
 )
-SUB = register(
-    OpDefinition(
-        "Sub",
-        ELEMENTWISE,
-        infer_binary,
-        reference_binary,
-        lower_binary,
-        source="tensorflow/core/ops/math_ops.cc: Sub",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
-)
-MUL = register(
-    OpDefinition(
-        "Mul",
-        ELEMENTWISE,
-        infer_binary,
-        reference_binary,
-        lower_binary,
-        source="tensorflow/core/ops/math_ops.cc: Mul",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
-)
-SQUARED_DIFFERENCE = register(
-    OpDefinition(
-        "SquaredDifference",
-        ELEMENTWISE,
-        infer_binary,
-        reference_squared_difference,
-        lower_squared_difference,
-        source="tensorflow/core/ops/math_ops.cc: SquaredDifference",
-    )
-)
-BIAS_ADD = register(
-    OpDefinition(
-        "BiasAdd",
-        ELEMENTWISE,
-        infer_bias_add,
-        reference_bias_add,
-        lower_bias_add,
-        source="tensorflow/core/ops/nn_ops.cc: BiasAdd",
-    )
-)
-RELU = register(
-    OpDefinition("Relu", ELEMENTWISE, infer_relu, reference_relu, lower_relu, source="tensorflow/core/ops/nn_ops.cc: Relu")
-)
+RELU = OpDefinition("Relu", ELEMENTWISE, infer_relu, reference_relu, lower_relu, source="tensorflow/core/ops/nn_ops.cc: Relu", arity=Arity(1, 1))
+
+
+def bias_add_node(name: str, value: str, bias: str, control_inputs: tuple[str, ...] = ()) -> Node:
+    """A float32 NHWC ``BiasAdd(value, bias)`` node (``bias``: one entry per channel of
+    ``value``'s last axis)."""
+    return Node(name, BIAS_ADD.op, (value, bias), control_inputs, {"T": "float32", "data_format": "NHWC"})
+
+
+def binary_node(definition: OpDefinition, name: str, a: str, b: str, control_inputs: tuple[str, ...] = (), dtype: str = "float32") -> Node:
+    """A node of the binary op ``definition`` (``ADD_V2``, ``MUL``, ...) reading ``a`` and ``b``."""
+    return Node(name, definition.op, (a, b), control_inputs, {"T": dtype})

@@ -26,8 +26,8 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
+from polytf.ops.definition import ANY_DTYPE, ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access
-from polytf.ops.registry import ANY_DTYPE, ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Access, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -180,47 +180,19 @@ def lower_broadcast_to(node, inputs, outputs, context):
 
 _DTYPES = ANY_DTYPE
 
-FILL = register(
-    OpDefinition(
-        "Fill", ELEMENTWISE, infer_fill, reference_fill, lower_fill, data_inputs=(1,), source="tensorflow/core/ops/array_ops.cc: Fill", dtypes=_DTYPES, foldable=True
-    )
+FILL = OpDefinition(
+    "Fill", ELEMENTWISE, infer_fill, reference_fill, lower_fill, data_inputs=(1,),
+    source="tensorflow/core/ops/array_ops.cc: Fill", dtypes=_DTYPES, foldable=True, arity=Arity(2, 2),
 )
-ZEROS_LIKE = register(
-    OpDefinition(
-        "ZerosLike",
-        ELEMENTWISE,
-        infer_like,
-        reference_like,
-        lower_like,
-        data_inputs=(),
-        source="tensorflow/core/ops/array_ops.cc: ZerosLike",
-        dtypes=_DTYPES,
-        static_value=static_like,
-    )
+ZEROS_LIKE = OpDefinition(
+    "ZerosLike", ELEMENTWISE, infer_like, reference_like, lower_like, data_inputs=(),
+    source="tensorflow/core/ops/array_ops.cc: ZerosLike", dtypes=_DTYPES, static_value=static_like, arity=Arity(1, 1),
 )
-ONES_LIKE = register(
-    OpDefinition(
-        "OnesLike",
-        ELEMENTWISE,
-        infer_like,
-        reference_like,
-        lower_like,
-        data_inputs=(),
-        source="tensorflow/core/ops/array_ops.cc: OnesLike",
-        dtypes=_DTYPES,
-        static_value=static_like,
-    )
+ONES_LIKE = OpDefinition(
+    "OnesLike", ELEMENTWISE, infer_like, reference_like, lower_like, data_inputs=(),
+    source="tensorflow/core/ops/array_ops.cc: OnesLike", dtypes=_DTYPES, static_value=static_like, arity=Arity(1, 1),
 )
-BROADCAST_TO = register(
-    OpDefinition(
-        "BroadcastTo",
-        ELEMENTWISE,
-        infer_broadcast_to,
-        reference_broadcast_to,
-        lower_broadcast_to,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: BroadcastTo",
-        dtypes=_DTYPES,
-        foldable=True,
-    )
+BROADCAST_TO = OpDefinition(
+    "BroadcastTo", ELEMENTWISE, infer_broadcast_to, reference_broadcast_to, lower_broadcast_to, data_inputs=(0,),
+    source="tensorflow/core/ops/array_ops.cc: BroadcastTo", dtypes=_DTYPES, foldable=True, arity=Arity(2, 2),
 )

@@ -31,7 +31,7 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, DynamicIndex, Gather, Load
 from polytf.poly.statement import Statement
 
@@ -168,16 +168,8 @@ def index_checks(scop) -> tuple[tuple[str, int, str], ...]:
     return tuple(dict.fromkeys(checks))
 
 
-GATHER_V2 = register(
-    OpDefinition(
-        "GatherV2",
-        REDUCTION,  # not element-wise: a copy that anchors its own group
-        infer,
-        reference,
-        lower,
-        data_inputs=(0, 1),
-        source="tensorflow/core/ops/array_ops.cc: GatherV2",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
+#: not element-wise: a copy that anchors its own group
+GATHER_V2 = OpDefinition(
+    "GatherV2", REDUCTION, infer, reference, lower, data_inputs=(0, 1), source="tensorflow/core/ops/array_ops.cc: GatherV2",
+    dtypes=("float32", "int32", "int64"), foldable=True, arity=Arity(3, 3),
 )

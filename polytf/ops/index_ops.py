@@ -1,8 +1,8 @@
 """Ops that turn values into positions or positions into values: ``ArgMax``, ``ArgMin`` and
 ``OneHot``: shape inference, numpy references (which also fold them on constants), and no
-lowering of their own: the graph pass :mod:`polytf.passes.index_op_expansion` writes
-each as compiled comparisons, selections and reductions over a constant array of positions
-before fusion.
+lowering of their own: their expansion rules (below; applied by the graph pass
+:mod:`polytf.passes.expansion` before fusion) write each as compiled comparisons,
+selections and reductions over a constant array of positions.
 
 Sources: TensorFlow op definitions (tensorflow/core/ops/math_ops.cc: ``ArgMax``, ``ArgMin``;
 tensorflow/core/ops/array_ops.cc: ``OneHot``):
@@ -25,7 +25,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
+from polytf.ops.expansion import Expansion, GraphBuilder, NodeAdder, lowered_by_expansion
 
 
 def scalar_int(node, value, what: str) -> int:
@@ -127,16 +128,8 @@ def one_hot_position(node, rank: int) -> int:
     return rank if axis == -1 else axis
 
 
-def lower(node, inputs, outputs, context):
-    """Not lowered directly.
-
-    Raises:
-        ShapeError: always; the index-op expansion pass should have replaced the node.
-    """
-    raise ShapeError(
-        f"{node.op} node '{node.name}' is compiled as comparisons and reductions over positions: "
-        "run polytf.passes.index_op_expansion.expand_index_ops (part of the graph optimizer) before lowering"
-    )
+#: not lowered directly: the expansion pass replaces the node first
+lower = lowered_by_expansion("is compiled as comparisons and reductions over positions")
 
 
 def reference_one_hot(node, inputs):
@@ -147,12 +140,90 @@ def reference_one_hot(node, inputs):
     return (np.where(hot, on, off).astype(on.dtype),)
 
 
-ARG_MAX = register(
-    OpDefinition("ArgMax", REDUCTION, infer_arg, reference_arg, lower, source="tensorflow/core/ops/math_ops.cc: ArgMax", dtypes=("float32", "int32", "int64"), foldable=True)
+# --- expansion -----------------------------------------------------------------------
+#
+# Statement bodies read array elements, not iterator values, so an op that compares values
+# with *positions* is written as ops polytf compiles, with the positions as a constant array
+# ``P = [0, 1, ..., N - 1]`` shaped to broadcast along the axis (numpy/TF broadcasting).
+#
+# ``ArgMax(x, axis)``, for ``x: [..., N, ...]`` (``ArgMin``: ``Less``, highest, ``Min``)::
+#
+#     v = SelectV2(Greater(x, lowest), x, lowest)            # NaN and -inf become lowest
+#     m = Max(v, axis, keep_dims=True)                        # [..., 1, ...]
+#     y = Min(SelectV2(Equal(v, m), P, N), axis)              # the first position of m
+#
+# This is TensorFlow's CPU kernel's rule (module docstring): the first position of the
+# largest value; NaN never wins; where no value is above ``lowest`` the result is 0 (every
+# ``v`` is ``lowest`` then). Replacing NaN before the ``Max`` also keeps the reduction free of
+# NaN, whose order under fast-math ``maxnum`` is not defined; ``m`` is one of the values of
+# ``v``, so some position always matches.
+#
+# ``OneHot(indices, depth, on, off, axis)``, for ``indices: [I...]`` of rank ``R`` and the new
+# axis at ``a`` (``axis = -1``: ``a = R``)::
+#
+#     e = Reshape(indices, I[:a] + [1] + I[a:])
+#     y = SelectV2(Equal(e, P), on, off)                      # P: [depth, 1 (R - a times)]
+#
+# An index outside ``[0, depth)`` equals no position, so its row is ``off``, as in TensorFlow
+# (tensorflow/core/kernels/one_hot_op.h). The expanded node keeps its name (its last op).
+
+
+def expand_arg(node, builder: GraphBuilder) -> dict[int, str] | None:
+    """``ArgMax``/``ArgMin`` as comparisons, selections and reductions (see above); None
+    when the input's type is not static."""
+    x = builder.type_of(node.inputs[0]) if node.inputs else None
+    if x is None or not x.is_static:
+        return None
+    build = NodeAdder(builder, node)
+    axis = arg_axis(node, x.rank, builder.constant_value(node.inputs[1]))
+    extent = int(x.shape[axis])
+    index_dtype = node.attr("output_type", "int64")
+    lowest, highest = dtype_limits(x.dtype)
+    is_max = node.op == "ArgMax"
+    value_type, bool_type = TensorType(tuple(x.shape), x.dtype), TensorType(tuple(x.shape), "bool")
+    bound = build.constant("bound", np.asarray(lowest if is_max else highest, x.dtype))
+    inside = build.op("inside", "Greater" if is_max else "Less", (node.inputs[0], bound), bool_type, T=x.dtype)
+    clamped = build.op("clamped", "SelectV2", (inside, node.inputs[0], bound), value_type, T=x.dtype)
+    axis_tensor = build.constant("axis", np.asarray([axis], np.int32))
+    reduced_shape = tuple(1 if k == axis else d for k, d in enumerate(x.shape))
+    extreme = build.op("extreme", "Max" if is_max else "Min", (clamped, axis_tensor), TensorType(reduced_shape, x.dtype), T=x.dtype, keep_dims=True)
+    is_extreme = build.op("is_extreme", "Equal", (clamped, extreme), bool_type, T=x.dtype)
+    positions = build.constant("positions", np.arange(extent, dtype=index_dtype).reshape((extent,) + (1,) * (x.rank - 1 - axis)))
+    past_the_end = build.constant("past_the_end", np.asarray(extent, index_dtype))
+    candidates = build.op("candidates", "SelectV2", (is_extreme, positions, past_the_end), TensorType(tuple(x.shape), index_dtype), T=index_dtype)
+    result_shape = tuple(d for k, d in enumerate(x.shape) if k != axis)
+    return {0: build.op(None, "Min", (candidates, axis_tensor), TensorType(result_shape, index_dtype), T=index_dtype, keep_dims=False)}
+
+
+def expand_one_hot(node, builder: GraphBuilder) -> dict[int, str] | None:
+    """``OneHot`` as an equality with positions and a selection (see above); None when the
+    indices' type is not static."""
+    indices = builder.type_of(node.inputs[0]) if node.inputs else None
+    if indices is None or not indices.is_static:
+        return None
+    build = NodeAdder(builder, node)
+    depth = scalar_int(node, builder.constant_value(node.inputs[1]), "depth")
+    position = one_hot_position(node, indices.rank)
+    expanded_shape = tuple(indices.shape[:position]) + (1,) + tuple(indices.shape[position:])
+    shape_tensor = build.constant("shape", np.asarray(expanded_shape, np.int32))
+    expanded = build.op("expanded", "Reshape", (node.inputs[0], shape_tensor), TensorType(expanded_shape, indices.dtype), T=indices.dtype, Tshape="int32")
+    positions = build.constant("positions", np.arange(depth, dtype=indices.dtype).reshape((depth,) + (1,) * (indices.rank - position)))
+    output_shape = tuple(indices.shape[:position]) + (depth,) + tuple(indices.shape[position:])
+    hot = build.op("hot", "Equal", (expanded, positions), TensorType(output_shape, "bool"), T=indices.dtype)
+    value_dtype = builder.type_of(node.inputs[2]).dtype
+    return {0: build.op(None, "SelectV2", (hot, node.inputs[2], node.inputs[3]), TensorType(output_shape, value_dtype), T=value_dtype)}
+
+
+_ARG_EXPANSION = Expansion(expand_arg, "comparisons, selections and reductions")
+ARG_MAX = OpDefinition(
+    "ArgMax", REDUCTION, infer_arg, reference_arg, lower, source="tensorflow/core/ops/math_ops.cc: ArgMax", dtypes=("float32", "int32", "int64"), foldable=True,
+    arity=Arity(2, 2), expand=_ARG_EXPANSION,
 )
-ARG_MIN = register(
-    OpDefinition("ArgMin", REDUCTION, infer_arg, reference_arg, lower, source="tensorflow/core/ops/math_ops.cc: ArgMin", dtypes=("float32", "int32", "int64"), foldable=True)
+ARG_MIN = OpDefinition(
+    "ArgMin", REDUCTION, infer_arg, reference_arg, lower, source="tensorflow/core/ops/math_ops.cc: ArgMin", dtypes=("float32", "int32", "int64"), foldable=True,
+    arity=Arity(2, 2), expand=_ARG_EXPANSION,
 )
-ONE_HOT = register(
-    OpDefinition("OneHot", REDUCTION, infer_one_hot, reference_one_hot, lower, source="tensorflow/core/ops/array_ops.cc: OneHot", dtypes=ANY_DTYPE, foldable=True)
+ONE_HOT = OpDefinition(
+    "OneHot", REDUCTION, infer_one_hot, reference_one_hot, lower, source="tensorflow/core/ops/array_ops.cc: OneHot", dtypes=ANY_DTYPE, foldable=True,
+    arity=Arity(4, 4), expand=Expansion(expand_one_hot, "an equality with positions and a selection"),
 )

@@ -14,8 +14,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, broadcast_shapes, pointwise
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Load, Logical
 
 _OPERATORS = {"LogicalAnd": "and", "LogicalOr": "or", "LogicalNot": "not"}
@@ -51,8 +51,6 @@ def lower(node, inputs, outputs, context):
 
 
 DEFINITIONS = {
-    op: register(
-        OpDefinition(op, ELEMENTWISE, infer, reference, lower, source=f"tensorflow/core/ops/math_ops.cc: {op}", dtypes=("bool",), foldable=True)
-    )
+    op: OpDefinition(op, ELEMENTWISE, infer, reference, lower, source=f"tensorflow/core/ops/math_ops.cc: {op}", dtypes=("bool",), foldable=True, arity=Arity(1, 1) if op == "LogicalNot" else Arity(2, 2))
     for op in _OPERATORS
 }

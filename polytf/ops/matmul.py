@@ -12,7 +12,8 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
-from polytf.ops.registry import CONTRACTION, OpDefinition, register
+from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
+from polytf.ops.traits import WeightLayout
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -61,4 +62,13 @@ def lower(node, inputs, outputs, context):
     return [init, update]
 
 
-MATMUL = register(OpDefinition("MatMul", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: MatMul"))
+#: the weight ``b: [K, N]`` (``[N, K]`` with ``transpose_b``): output channel ``n``, reduction over ``k``.
+WEIGHT_LAYOUT = WeightLayout(
+    input=1,
+    rank=2,
+    output_rank=2,
+    window_axes=(),
+    channel_axes=lambda node: (0,) if node.attr("transpose_b", False) else (1,),
+    reduction_axes=lambda node: (1,) if node.attr("transpose_b", False) else (0,),
+)
+MATMUL = OpDefinition("MatMul", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: MatMul", arity=Arity(2, 2), weight_layout=WEIGHT_LAYOUT)

@@ -32,8 +32,8 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_string
 from polytf.ops.constant_inputs import constant_input
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.ops.pad import paddings_of
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.statement import Statement
 
@@ -108,16 +108,7 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-MIRROR_PAD = register(
-    OpDefinition(
-        "MirrorPad",
-        REDUCTION,
-        infer,
-        reference,
-        lower,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: MirrorPad",
-        dtypes=ANY_DTYPE,
-        foldable=True,
-    )
+MIRROR_PAD = OpDefinition(
+    "MirrorPad", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: MirrorPad",
+    dtypes=ANY_DTYPE, foldable=True, arity=Arity(2, 2),
 )

@@ -26,7 +26,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -121,5 +121,11 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-PAD = register(OpDefinition("Pad", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Pad", dtypes=ANY_DTYPE))
-PAD_V2 = register(OpDefinition("PadV2", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: PadV2"))
+PAD = OpDefinition(
+    "Pad", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Pad", dtypes=ANY_DTYPE,
+    arity=Arity(2, 2), slab_copy=True,
+)
+PAD_V2 = OpDefinition(
+    "PadV2", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: PadV2",
+    arity=Arity(3, 3), slab_copy=True,
+)

@@ -34,7 +34,7 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_string
 from polytf.ops.conv import PADDINGS, check_nhwc, nhwc_4tuple, window
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -99,7 +99,9 @@ def lower(node, inputs, outputs, context):
     return [init, update]
 
 
-MAX_POOL = register(OpDefinition("MaxPool", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: MaxPool"))
+MAX_POOL = OpDefinition(
+    "MaxPool", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: MaxPool", arity=Arity(1, 1),
+)
 
 
 # --- AvgPool ---------------------------------------------------------------------------
@@ -159,6 +161,7 @@ def lower_average(node, inputs, outputs, context):
     return statements
 
 
-AVG_POOL = register(
-    OpDefinition("AvgPool", REDUCTION, infer, reference_average, lower_average, source="tensorflow/core/ops/nn_ops.cc: AvgPool")
+AVG_POOL = OpDefinition(
+    "AvgPool", REDUCTION, infer, reference_average, lower_average, source="tensorflow/core/ops/nn_ops.cc: AvgPool",
+    arity=Arity(1, 1),
 )

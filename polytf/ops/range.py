@@ -21,7 +21,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 
 
 def _scalars(node, values) -> tuple[float, float, float]:
@@ -81,16 +81,7 @@ def lower(node, inputs, outputs, context):
     )
 
 
-RANGE = register(
-    OpDefinition(
-        "Range",
-        REDUCTION,
-        infer,
-        reference,
-        lower,
-        data_inputs=(),
-        source="tensorflow/core/ops/math_ops.cc: Range",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
+RANGE = OpDefinition(
+    "Range", REDUCTION, infer, reference, lower, data_inputs=(), source="tensorflow/core/ops/math_ops.cc: Range",
+    dtypes=("float32", "int32", "int64"), foldable=True, arity=Arity(3, 3),
 )

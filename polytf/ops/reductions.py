@@ -37,7 +37,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Binary, Constant, Load, Logical
 from polytf.poly.statement import Statement
 
@@ -207,18 +207,8 @@ def lower(node, inputs, outputs, context):
 
 
 def _define(op: str, dtypes: tuple[str, ...] = ("float32", "int32", "int64")) -> OpDefinition:
-    return register(
-        OpDefinition(
-            op,
-            REDUCTION,
-            infer,
-            reference,
-            lower,
-            data_inputs=(0,),
-            source=f"tensorflow/core/ops/math_ops.cc: {op}",
-            dtypes=dtypes,
-            foldable=True,
-        )
+    return OpDefinition(
+        op, REDUCTION, infer, reference, lower, data_inputs=(0,), source=f"tensorflow/core/ops/math_ops.cc: {op}", dtypes=dtypes, foldable=True, arity=Arity(2, 2)
     )
 
 

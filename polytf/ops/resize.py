@@ -39,7 +39,7 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -208,12 +208,11 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-RESIZE_NEAREST_NEIGHBOR = register(
-    OpDefinition(
-        "ResizeNearestNeighbor", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/image_ops.cc: ResizeNearestNeighbor",
-        dtypes=ANY_DTYPE,
-    )
+RESIZE_NEAREST_NEIGHBOR = OpDefinition(
+    "ResizeNearestNeighbor", REDUCTION, infer, reference, lower, data_inputs=(0,),
+    source="tensorflow/core/ops/image_ops.cc: ResizeNearestNeighbor", dtypes=ANY_DTYPE, arity=Arity(2, 2),
 )
-RESIZE_BILINEAR = register(
-    OpDefinition("ResizeBilinear", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/image_ops.cc: ResizeBilinear")
+RESIZE_BILINEAR = OpDefinition(
+    "ResizeBilinear", REDUCTION, infer, reference, lower, data_inputs=(0,),
+    source="tensorflow/core/ops/image_ops.cc: ResizeBilinear", arity=Arity(2, 2),
 )

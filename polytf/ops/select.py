@@ -22,8 +22,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, broadcast_shapes, pointwise
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
 from polytf.poly.expression import Access, Load, Select
 
 
@@ -81,17 +81,6 @@ def lower(node, inputs, outputs, context):
 
 
 DEFINITIONS = {
-    op: register(
-        OpDefinition(
-            op,
-            ELEMENTWISE,
-            infer,
-            reference,
-            lower,
-            source=f"tensorflow/core/ops/math_ops.cc: {op}",
-            dtypes=("bool", "float32", "int32", "int64"),
-            foldable=True,
-        )
-    )
+    op: OpDefinition(op, ELEMENTWISE, infer, reference, lower, source=f"tensorflow/core/ops/math_ops.cc: {op}", dtypes=("bool", "float32", "int32", "int64"), foldable=True, arity=Arity(3, 3))
     for op in ("Select", "SelectV2")
 }

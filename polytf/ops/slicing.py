@@ -10,7 +10,7 @@ Source: TensorFlow op definition ``Slice`` (tensorflow/core/ops/array_ops.cc) an
 
 Lowering: ``S[d0..d{R-1}]: Y[d] = X[d + begin]`` over the output iterators. REDUCTION
 category (it anchors its own group): it reads its input at other indices than it writes.
-The split rewriting pass (:mod:`polytf.passes.multi_output`) turns ``Split``,
+The expansion rule of :mod:`polytf.ops.split` (applied by :mod:`polytf.passes.expansion`) turns ``Split``,
 ``SplitV`` and ``Unpack`` into Slices.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.statement import Statement
 
@@ -85,16 +85,7 @@ def lower(node, inputs, outputs, context):
     return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), Load(source), node=node.name, op=node.op)]
 
 
-SLICE = register(
-    OpDefinition(
-        "Slice",
-        REDUCTION,
-        infer,
-        reference,
-        lower,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: Slice",
-        dtypes=ANY_DTYPE,
-        foldable=True,
-    )
+SLICE = OpDefinition(
+    "Slice", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Slice",
+    dtypes=ANY_DTYPE, foldable=True, arity=Arity(3, 3),
 )

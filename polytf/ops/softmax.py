@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.ops.registry import REDUCTION, OpDefinition, register
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Binary, Constant, Load, Unary
 from polytf.poly.statement import Statement
 
@@ -74,4 +74,6 @@ def lower(node, inputs, outputs, context):
     ]
 
 
-SOFTMAX = register(OpDefinition("Softmax", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Softmax"))
+SOFTMAX = OpDefinition(
+    "Softmax", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Softmax", arity=Arity(1, 1),
+)

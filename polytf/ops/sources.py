@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.graph import TensorType
+from polytf.graph import Node, TensorType
 from polytf.ops.attributes import attr_string
-from polytf.ops.registry import SOURCE, OpDefinition, register
+from polytf.ops.definition import SOURCE, Arity, OpDefinition
 
 
 def dtype_name(dtype) -> str:
@@ -65,26 +65,29 @@ def reference_const(node, inputs):
     return (np.asarray(node.attr("value")),)
 
 
-PLACEHOLDER = register(
-    OpDefinition(
-        "Placeholder",
-        SOURCE,
-        infer_placeholder,
-        reference_placeholder,
-        None,
-        data_inputs=(),
-        source="tensorflow/core/ops/array_ops.cc: Placeholder",
-    )
+def static_const(node, input_types):
+    """A ``Const``'s value: known from the node alone."""
+    return reference_const(node, ())
+
+
+PLACEHOLDER = OpDefinition(
+    "Placeholder", SOURCE, infer_placeholder, reference_placeholder, None, data_inputs=(), source="tensorflow/core/ops/array_ops.cc: Placeholder", arity=Arity(0, 0)
 )
-CONST = register(
-    OpDefinition(
-        "Const",
-        SOURCE,
-        infer_const,
-        reference_const,
-        None,
-        data_inputs=(),
-        source="tensorflow/core/ops/array_ops.cc: Const",
-        dtypes=("float32", "int32", "int64"),
-    )
+CONST = OpDefinition(
+    "Const", SOURCE, infer_const, reference_const, None, data_inputs=(), source="tensorflow/core/ops/array_ops.cc: Const",
+    dtypes=("float32", "int32", "int64"), static_value=static_const, arity=Arity(0, 0),
 )
+
+
+def const_node(name: str, value: np.ndarray, control_inputs: tuple[str, ...] = ()) -> Node:
+    """A ``Const`` node holding ``value``, the way the frontend decodes one: attrs ``value``
+    (the numpy array) and ``dtype`` (its dtype name)."""
+    value = np.asarray(value)
+    return Node(name, CONST.op, (), control_inputs, {"dtype": value.dtype.name, "value": value})
+
+
+def const_value(node: Node) -> np.ndarray | None:
+    """The value a ``Const`` node holds; None for a node of another op or without a value."""
+    if node.op != CONST.op or node.attr("value") is None:
+        return None
+    return np.asarray(node.attr("value"))

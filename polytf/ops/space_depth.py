@@ -28,7 +28,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int, attr_string
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.statement import Statement
 
@@ -118,5 +118,11 @@ def lower(node, inputs, outputs, context):
     return statements
 
 
-DEPTH_TO_SPACE = register(OpDefinition("DepthToSpace", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: DepthToSpace", dtypes=ANY_DTYPE))
-SPACE_TO_DEPTH = register(OpDefinition("SpaceToDepth", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: SpaceToDepth", dtypes=ANY_DTYPE))
+DEPTH_TO_SPACE = OpDefinition(
+    "DepthToSpace", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: DepthToSpace", dtypes=ANY_DTYPE,
+    arity=Arity(1, 1),
+)
+SPACE_TO_DEPTH = OpDefinition(
+    "SpaceToDepth", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/array_ops.cc: SpaceToDepth", dtypes=ANY_DTYPE,
+    arity=Arity(1, 1),
+)

@@ -9,10 +9,17 @@ Sources: TensorFlow op definitions (tensorflow/core/ops/array_ops.cc):
 * ``Unpack(value)``, attrs ``num = N`` and ``axis``: ``value: [..., N, ...]`` into ``N``
   tensors with that axis removed.
 
-The lowering binds one output per node, so these ops have no lowering of their own: the
-graph pass :func:`polytf.passes.multi_output.split_multi_output_ops` rewrites each into
-one ``Slice`` (and, for ``Unpack``, a ``Reshape``) per used output before fusion. Their
-shape rules and numpy references serve shape inference and constant folding.
+The lowering binds output 0 of each node only, so these ops have no lowering of their own:
+their expansion rule (:func:`expand_split`, applied by the graph pass
+:mod:`polytf.passes.expansion` before fusion) gives every output that some node reads its
+own node, a ``Slice`` of the input (for ``Unpack`` then a ``Reshape`` dropping the unpacked
+axis: a view, no run-time cost)::
+
+    parts = Split(axis, x)            parts/part_0 = Slice(x, begin_0, size_0)
+    y = Relu(parts:1)         ->      parts/part_1 = Slice(x, begin_1, size_1)
+    z = Exp(parts:0)                  y = Relu(parts/part_1:0); z = Exp(parts/part_0:0)
+
+Their shape rules and numpy references serve shape inference and constant folding.
 """
 
 from __future__ import annotations
@@ -20,26 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.graph import TensorType
+from polytf.graph import Node, TensorType
 from polytf.ops.attributes import attr_int
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
-
-
-def axis_of(node, rank: int, value) -> int:
-    """The normalized axis.
-
-    Raises:
-        ShapeError: not a compile-time int scalar in ``[-rank, rank)``.
-    """
-    if value is None:
-        raise ShapeError(f"{node.op} node '{node.name}': its axis input must be a compile-time constant")
-    value = np.asarray(value)
-    if value.dtype.kind not in "iu" or value.size != 1:
-        raise ShapeError(f"{node.op} node '{node.name}': axis must be an int32/int64 scalar, got {value!r}")
-    axis = int(value.reshape(-1)[0])
-    if not -rank <= axis < rank:
-        raise ShapeError(f"{node.op} node '{node.name}': axis {axis} is out of range for an input of rank {rank} (allowed: [{-rank}, {rank}))")
-    return axis % rank
+from polytf.ops.constant_inputs import axis_of
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
+from polytf.ops.expansion import Expansion, GraphBuilder, lowered_by_expansion
 
 
 def split_sizes(node, shape, constants) -> tuple[int, tuple[int, ...]]:
@@ -129,19 +121,55 @@ def reference(node, inputs):
     return tuple(np.array(p) for p in parts)
 
 
-def lower(node, inputs, outputs, context):
-    """Not lowered directly.
+#: not lowered directly: the expansion pass replaces the node first
+lower = lowered_by_expansion("has several outputs and is lowered as one Slice per output")
+
+
+def expand_split(node, builder: GraphBuilder) -> dict[int, str] | None:
+    """One ``Slice`` (``Unpack``: and a ``Reshape``) per output some node reads (module
+    docstring); None when the input's type is not static.
 
     Raises:
-        ShapeError: always; the split rewriting pass should have replaced the node.
+        ShapeError: see :func:`split_sizes`.
     """
-    raise ShapeError(
-        f"{node.op} node '{node.name}' has several outputs and is lowered as one Slice per output: "
-        "run polytf.passes.multi_output.split_multi_output_ops (part of the graph optimizer) before lowering"
-    )
+    value = node.inputs[value_index(node)] if len(node.inputs) > value_index(node) else None
+    value_type = builder.type_of(value) if value is not None else None
+    if value_type is None or not value_type.is_static:
+        return None
+    axis, sizes = split_sizes(node, value_type.shape, [builder.constant_value(t) for t in node.inputs])
+    replacements: dict[int, str] = {}
+    offset = 0
+    for port, size in enumerate(sizes):
+        begin, offset = offset, offset + size
+        if not builder.is_read(node.output(port)):
+            continue
+        shape = list(value_type.shape)
+        shape[axis] = size
+        starts = [0] * len(shape)
+        starts[axis] = begin
+        part = builder.fresh_name(f"{node.name}/part_{port}")
+        begin_tensor = builder.constant(f"{part}/begin", np.asarray(starts, np.int32))
+        size_tensor = builder.constant(f"{part}/size", np.asarray(shape, np.int32))
+        result = builder.add(Node(part, "Slice", (value, begin_tensor, size_tensor), attrs={"T": value_type.dtype, "Index": "int32"}), TensorType(tuple(shape), value_type.dtype))
+        if node.op == "Unpack":
+            del shape[axis]
+            shape_tensor = builder.constant(f"{part}/shape", np.asarray(shape, np.int32))
+            reshape = Node(builder.fresh_name(f"{part}/unpacked"), "Reshape", (result, shape_tensor), attrs={"T": value_type.dtype, "Tshape": "int32"})
+            result = builder.add(reshape, TensorType(tuple(shape), value_type.dtype))
+        replacements[port] = result
+    return replacements
 
 
-_DTYPES = ANY_DTYPE
-SPLIT = register(OpDefinition("Split", REDUCTION, infer, reference, lower, data_inputs=(1,), source="tensorflow/core/ops/array_ops.cc: Split", dtypes=_DTYPES, foldable=True))
-SPLIT_V = register(OpDefinition("SplitV", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: SplitV", dtypes=_DTYPES, foldable=True))
-UNPACK = register(OpDefinition("Unpack", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Unpack", dtypes=_DTYPES, foldable=True))
+_SLICES = Expansion(expand_split, "one Slice per output")
+SPLIT = OpDefinition(
+    "Split", REDUCTION, infer, reference, lower, data_inputs=(1,), source="tensorflow/core/ops/array_ops.cc: Split", dtypes=ANY_DTYPE, foldable=True,
+    arity=Arity(2, 2), expand=_SLICES,
+)
+SPLIT_V = OpDefinition(
+    "SplitV", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: SplitV", dtypes=ANY_DTYPE, foldable=True,
+    arity=Arity(3, 3), expand=_SLICES,
+)
+UNPACK = OpDefinition(
+    "Unpack", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Unpack", dtypes=ANY_DTYPE, foldable=True,
+    arity=Arity(1, 1), expand=_SLICES,
+)

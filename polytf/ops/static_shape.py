@@ -38,7 +38,7 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import REDUCTION, SOURCE, OpDefinition, register
+from polytf.ops.definition import REDUCTION, SOURCE, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.statement import Statement
 
@@ -293,41 +293,18 @@ def lower_pack(node, inputs, outputs, context):
     ]
 
 
-STRIDED_SLICE = register(
-    OpDefinition(
-        "StridedSlice",
-        REDUCTION,  # not element-wise: a copy that anchors its own group
-        infer_strided_slice,
-        reference_strided_slice,
-        lower_strided_slice,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: StridedSlice; tensorflow/core/util/strided_slice_op.cc",
-        dtypes=("float32", "int32", "int64", "bool"),
-        foldable=True,
-    )
+#: not element-wise: a copy that anchors its own group
+STRIDED_SLICE = OpDefinition(
+    "StridedSlice", REDUCTION, infer_strided_slice, reference_strided_slice, lower_strided_slice, data_inputs=(0,),
+    source="tensorflow/core/ops/array_ops.cc: StridedSlice; tensorflow/core/util/strided_slice_op.cc",
+    dtypes=("float32", "int32", "int64", "bool"), foldable=True, arity=Arity(4, 4),
 )
-PACK = register(
-    OpDefinition(
-        "Pack",
-        REDUCTION,  # not element-wise: copies that anchor their own group
-        infer_pack,
-        reference_pack,
-        lower_pack,
-        source="tensorflow/core/ops/array_ops.cc: Pack",
-        dtypes=("float32", "int32", "int64", "bool"),
-        foldable=True,
-    )
+#: not element-wise: copies that anchor their own group
+PACK = OpDefinition(
+    "Pack", REDUCTION, infer_pack, reference_pack, lower_pack, source="tensorflow/core/ops/array_ops.cc: Pack",
+    dtypes=("float32", "int32", "int64", "bool"), foldable=True, arity=Arity(1, None),
 )
-SHAPE = register(
-    OpDefinition(
-        "Shape",
-        SOURCE,
-        infer_shape,
-        reference_shape,
-        None,
-        data_inputs=(),
-        source="tensorflow/core/ops/array_ops.cc: Shape",
-        dtypes=("float32", "int32", "int64"),
-        static_value=static_shape,
-    )
+SHAPE = OpDefinition(
+    "Shape", SOURCE, infer_shape, reference_shape, None, data_inputs=(), source="tensorflow/core/ops/array_ops.cc: Shape",
+    dtypes=("float32", "int32", "int64"), static_value=static_shape, arity=Arity(1, 1),
 )

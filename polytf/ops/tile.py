@@ -19,7 +19,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Load, Modulo
 from polytf.poly.statement import Statement
 
@@ -76,16 +76,7 @@ def lower(node, inputs, outputs, context):
     return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), Load(Access.of(x.name, *index)), node=node.name, op=node.op)]
 
 
-TILE = register(
-    OpDefinition(
-        "Tile",
-        REDUCTION,
-        infer,
-        reference,
-        lower,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: Tile",
-        dtypes=ANY_DTYPE,
-        foldable=True,
-    )
+TILE = OpDefinition(
+    "Tile", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Tile",
+    dtypes=ANY_DTYPE, foldable=True, arity=Arity(2, 2),
 )

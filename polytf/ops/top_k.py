@@ -24,8 +24,8 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
+from polytf.ops.definition import REDUCTION, Arity, OpDefinition
 from polytf.ops.index_ops import scalar_int
-from polytf.ops.registry import REDUCTION, OpDefinition, register
 
 
 def _k(node, value, row_length: int) -> int:
@@ -63,16 +63,7 @@ def reference(node, inputs):
     return np.take_along_axis(x, order, axis=-1), order.astype(node.attr("index_type", "int32"))
 
 
-TOP_K_V2 = register(
-    OpDefinition(
-        "TopKV2",
-        REDUCTION,
-        infer,
-        reference,
-        None,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/nn_ops.cc: TopKV2",
-        dtypes=("float32", "int32", "int64"),
-        foldable=True,
-    )
+TOP_K_V2 = OpDefinition(
+    "TopKV2", REDUCTION, infer, reference, None, data_inputs=(0,), source="tensorflow/core/ops/nn_ops.cc: TopKV2",
+    dtypes=("float32", "int32", "int64"), foldable=True, arity=Arity(2, 2),
 )

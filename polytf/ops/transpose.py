@@ -21,7 +21,7 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
-from polytf.ops.registry import ANY_DTYPE, REDUCTION, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
 
@@ -69,6 +69,7 @@ def lower(node, inputs, outputs, context):
     return [Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), Load(Access.of(x.name, *source)), node=node.name, op=node.op)]
 
 
-TRANSPOSE = register(
-    OpDefinition("Transpose", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Transpose", dtypes=ANY_DTYPE)
+TRANSPOSE = OpDefinition(
+    "Transpose", REDUCTION, infer, reference, lower, data_inputs=(0,), source="tensorflow/core/ops/array_ops.cc: Transpose",
+    dtypes=ANY_DTYPE, arity=Arity(2, 2),
 )

@@ -42,8 +42,9 @@ from collections.abc import Callable
 import numpy as np
 
 from polytf.errors import ShapeError
+from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, pointwise
-from polytf.ops.registry import ELEMENTWISE, OpDefinition, register
+from polytf.ops.traits import Algebra, Operation
 from polytf.poly.expression import BINARY_OPS, UNARY_OPS, Access, Binary, Constant, Expr, Load, Unary
 
 
@@ -174,18 +175,13 @@ def lower(node, inputs, outputs, context):
     return pointwise(node, y, value, context)
 
 
+#: ``Neg(Neg(x)) == x``.
+_ALGEBRA = {"Neg": Algebra(Operation.NEGATE, involution=True)}
+
 DEFINITIONS = {
-    op: register(
-        OpDefinition(
-            op,
-            ELEMENTWISE,
-            infer,
-            reference,
-            lower,
-            source=_SOURCES.get(op, f"tensorflow/core/ops/math_ops.cc: {op}"),
-            dtypes=("float32", "int32", "int64") if integer_ok else ("float32",),
-            foldable=integer_ok,
-        )
+    op: OpDefinition(
+        op, ELEMENTWISE, infer, reference, lower, source=_SOURCES.get(op, f"tensorflow/core/ops/math_ops.cc: {op}"),
+        dtypes=("float32", "int32", "int64") if integer_ok else ("float32",), foldable=integer_ok, arity=Arity(1, 1), algebra=_ALGEBRA.get(op),
     )
     for op, (_, integer_ok) in _UNARY.items()
 }

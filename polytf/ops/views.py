@@ -23,9 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.graph import TensorType
+from polytf.graph import Node, TensorType
 from polytf.ops.attributes import attr_ints
-from polytf.ops.registry import NO_OUTPUT, VIEW, OpDefinition, register
+from polytf.ops.definition import ANY_DTYPE, NO_OUTPUT, VIEW, Arity, OpDefinition
+from polytf.ops.traits import Forwarding
 
 # --- Identity ------------------------------------------------------------------------
 
@@ -173,86 +174,26 @@ def reference_noop(node, inputs):
     return ()
 
 
-IDENTITY = register(
-    OpDefinition(
-        "Identity",
-        VIEW,
-        infer_identity,
-        reference_identity,
-        None,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: Identity",
-    )
-)
+def _view(op: str, infer, reference, **traits) -> OpDefinition:
+    """A view of tensorflow/core/ops/array_ops.cc: no code, data input 0 only."""
+    return OpDefinition(op, VIEW, infer, reference, None, data_inputs=(0,), source=f"tensorflow/core/ops/array_ops.cc: {op}", **traits)
+
+
+IDENTITY = _view("Identity", infer_identity, reference_identity, arity=Arity(1, 1), forwards=Forwarding.FIRST_INPUT)
+STOP_GRADIENT = _view("StopGradient", infer_identity, reference_identity, arity=Arity(1, 1), forwards=Forwarding.FIRST_INPUT)
+SNAPSHOT = _view("Snapshot", infer_identity, reference_identity, arity=Arity(1, 1), forwards=Forwarding.FIRST_INPUT)
 #: Keras' activations with a custom gradient (swish/silu) freeze to ``IdentityN``; the
 #: identity removal pass forwards each output to its input, so it never reaches lowering.
-IDENTITY_N = register(
-    OpDefinition(
-        "IdentityN",
-        VIEW,
-        infer_identity_n,
-        reference_identity_n,
-        None,
-        source="tensorflow/core/ops/array_ops.cc: IdentityN",
-        dtypes=("float32", "int32", "int64", "bool"),
-    )
+IDENTITY_N = OpDefinition(
+    "IdentityN", VIEW, infer_identity_n, reference_identity_n, None, source="tensorflow/core/ops/array_ops.cc: IdentityN", dtypes=ANY_DTYPE,
+    arity=Arity(1, None), forwards=Forwarding.EACH_INPUT,
 )
-RESHAPE = register(
-    OpDefinition(
-        "Reshape",
-        VIEW,
-        infer_reshape,
-        reference_reshape,
-        None,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: Reshape",
-    )
-)
-SQUEEZE = register(
-    OpDefinition(
-        "Squeeze",
-        VIEW,
-        infer_squeeze,
-        reference_squeeze,
-        None,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: Squeeze",
-    )
-)
-EXPAND_DIMS = register(
-    OpDefinition(
-        "ExpandDims",
-        VIEW,
-        infer_expand_dims,
-        reference_expand_dims,
-        None,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: ExpandDims",
-        dtypes=("float32", "int32"),
-    )
-)
-STOP_GRADIENT = register(
-    OpDefinition(
-        "StopGradient",
-        VIEW,
-        infer_identity,
-        reference_identity,
-        None,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: StopGradient",
-    )
-)
-SNAPSHOT = register(
-    OpDefinition(
-        "Snapshot",
-        VIEW,
-        infer_identity,
-        reference_identity,
-        None,
-        data_inputs=(0,),
-        source="tensorflow/core/ops/array_ops.cc: Snapshot",
-    )
-)
-NOOP = register(
-    OpDefinition("NoOp", NO_OUTPUT, infer_noop, reference_noop, None, data_inputs=(), source="tensorflow/core/ops/no_op.cc: NoOp")
-)
+RESHAPE = _view("Reshape", infer_reshape, reference_reshape, arity=Arity(2, 2))
+SQUEEZE = _view("Squeeze", infer_squeeze, reference_squeeze, arity=Arity(1, 1))
+EXPAND_DIMS = _view("ExpandDims", infer_expand_dims, reference_expand_dims, dtypes=("float32", "int32"), arity=Arity(2, 2))
+NOOP = OpDefinition("NoOp", NO_OUTPUT, infer_noop, reference_noop, None, data_inputs=(), source="tensorflow/core/ops/no_op.cc: NoOp", arity=Arity(0, 0))
+
+
+def identity_node(name: str, tensor: str, control_inputs: tuple[str, ...] = (), dtype: str | None = None) -> Node:
+    """An ``Identity`` node returning ``tensor`` (attr ``T``: ``dtype``, when known)."""
+    return Node(name, IDENTITY.op, (tensor,), control_inputs, {"T": dtype} if dtype is not None else {})

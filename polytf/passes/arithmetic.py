@@ -6,7 +6,9 @@ constant_folding.cc: ``SimplifyArithmeticOperations`` for ``x*1``/``x+0`` and
 ``ConstantPushDown`` for chains with constants). Binary ops broadcast as numpy does
 (tensorflow/core/ops/math_ops.cc: ``Add``, ``AddV2``, ``Sub``, ``Mul``).
 
-Rewrites (``c``, ``c1``, ``c2`` are compile-time constants, ``x`` is not):
+The rules read each op's algebraic laws (``OpDefinition.algebra``: its operation, neutral
+element, associativity, involution, the op a rewrite writes) and ``commutative``. With the
+ops of the table (``c``, ``c1``, ``c2`` are compile-time constants, ``x`` is not):
 
 * ``x * 1``, ``1 * x``, ``x + 0``, ``0 + x``, ``x - 0`` -> ``x``, only where broadcasting
   the constant leaves ``x``'s shape and dtype unchanged (``x: [4]`` times ``ones([2, 4])``
@@ -28,11 +30,9 @@ from collections import Counter
 import numpy as np
 
 from polytf.graph import Graph, Node
+from polytf.ops import Algebra, lookup
 from polytf.passes.editor import GraphEditor
 from polytf.passes.report import PassReport
-
-ADD_OPS = ("Add", "AddV2")
-MUL_OPS = ("Mul",)
 
 
 def simplify_arithmetic(graph: Graph) -> tuple[Graph, PassReport]:
@@ -55,48 +55,61 @@ def simplify_arithmetic(graph: Graph) -> tuple[Graph, PassReport]:
     return editor.finish("arithmetic simplification", detail)
 
 
+def _algebra(node: Node | None) -> Algebra | None:
+    definition = lookup(node.op) if node is not None else None
+    return definition.algebra if definition is not None else None
+
+
 def _simplify_once(editor: GraphEditor, node: Node) -> str | None:
     """Apply one rule to ``node``; its name, or None when none applies."""
-    if node.op == "Neg" and len(node.inputs) == 1:
-        inner = editor.producer(node.inputs[0])
-        if inner is not None and inner.op == "Neg" and node.inputs[0] == inner.output(0) and len(inner.inputs) == 1:
-            editor.forward(node.name, inner.inputs[0])
-            return "Neg(Neg(x)) -> x"
+    algebra = _algebra(node)
+    if algebra is None:
         return None
-    if node.op not in (*ADD_OPS, *MUL_OPS, "Sub") or len(node.inputs) != 2:
+    if algebra.involution and len(node.inputs) == 1:
+        inner = editor.producer(node.inputs[0])
+        if inner is not None and inner.op == node.op and node.inputs[0] == inner.output(0) and len(inner.inputs) == 1:
+            editor.forward(node.name, inner.inputs[0])
+            return f"{node.op}({node.op}(x)) -> x"
+        return None
+    if algebra.identity is None or len(node.inputs) != 2:
         return None
     a, b = node.inputs
     value_a, value_b = editor.constant_value(a), editor.constant_value(b)
     if (value_a is None) == (value_b is None):
         return None  # no constant (nothing to do) or two (constant folding's job)
     x, c, constant_first = (b, value_a, True) if value_a is not None else (a, value_b, False)
+    symbol = algebra.operation.symbol
 
-    neutral = 1 if node.op in MUL_OPS else 0
-    if (node.op != "Sub" or not constant_first) and np.all(c == neutral) and _keeps_type(editor, x, c):
+    if (lookup(node.op).commutative or not constant_first) and np.all(c == algebra.identity) and _keeps_type(editor, x, c):
         editor.forward(node.name, x)
-        return {"Mul": "x*1 -> x", "Sub": "x-0 -> x"}.get(node.op, "x+0 -> x")
+        return f"x{symbol}{algebra.identity} -> x"
 
-    if node.op == "Sub":
+    if algebra.inverse_of:
         if constant_first:
             return None
         negated = editor.add_constant(f"{node.name}/negated", np.negative(c).astype(c.dtype), before=node.name)
-        editor.set_node(Node(node.name, "AddV2", (x, negated), node.control_inputs, dict(node.attrs)))
-        return "Sub(x, c) -> AddV2(x, -c)"
+        editor.set_node(Node(node.name, algebra.inverse_of, (x, negated), node.control_inputs, dict(node.attrs)))
+        return f"{node.op}(x, c) -> {algebra.inverse_of}(x, -c)"
 
-    family = ADD_OPS if node.op in ADD_OPS else MUL_OPS
     inner = editor.producer(x)
-    if inner is None or inner.op not in family or len(inner.inputs) != 2 or x != inner.output(0) or not editor.has_single_use(x):
+    inner_algebra = _algebra(inner)
+    if (
+        not algebra.associative
+        or inner_algebra is None
+        or inner_algebra.operation is not algebra.operation
+        or len(inner.inputs) != 2
+        or x != inner.output(0)
+        or not editor.has_single_use(x)
+    ):
         return None
     inner_a, inner_b = (editor.constant_value(t) for t in inner.inputs)
     if (inner_a is None) == (inner_b is None):
         return None
     inner_x, inner_c = (inner.inputs[1], inner_a) if inner_a is not None else (inner.inputs[0], inner_b)
-    dtype = _dtype(editor, node, c)
-    combined = (inner_c * c) if family is MUL_OPS else (inner_c + c)
-    constant = editor.add_constant(f"{node.name}/combined", np.asarray(combined, dtype=dtype), before=node.name)
-    op = "Mul" if family is MUL_OPS else "AddV2"
-    editor.set_node(Node(node.name, op, (inner_x, constant), node.control_inputs, dict(node.attrs)))
-    return "(x*c1)*c2 -> x*(c1*c2)" if family is MUL_OPS else "(x+c1)+c2 -> x+(c1+c2)"
+    combined = algebra.operation.function(inner_c, c)
+    constant = editor.add_constant(f"{node.name}/combined", np.asarray(combined, dtype=_dtype(editor, node, c)), before=node.name)
+    editor.set_node(Node(node.name, algebra.canonical, (inner_x, constant), node.control_inputs, dict(node.attrs)))
+    return f"(x{symbol}c1){symbol}c2 -> x{symbol}(c1{symbol}c2)"
 
 
 def _keeps_type(editor: GraphEditor, x: str, constant: np.ndarray) -> bool:

@@ -22,11 +22,15 @@ it as that arithmetic (``Rsqrt(var + eps) * gamma = s``, ``Mul(x, s)``,
    -> ``BiasAdd(y, b + t)`` for a per-channel ``t`` (``BiasAdd`` fuses into the
    convolution's kernel; see :mod:`polytf.passes.fusion`).
 
-Convolutions: ``Conv2D`` (filter ``[KH, KW, C, O]``, output channel ``o``),
-``DepthwiseConv2dNative`` (filter ``[KH, KW, C, M]``, output channel ``c * M + m``) and
-``MatMul`` (``b: [K, N]``, or ``[N, K]`` with ``transpose_b``), NHWC, with a constant
-filter. "Per channel" means a constant whose shape broadcasts against the output without
-changing it and varies only along the last axis: ``[]``, ``[1]``, ``[O]``, ``[1, 1, 1, O]``.
+The rewrites read op traits: a batch norm is an op with an affine form
+(``OpDefinition.affine``); ``Mul`` and ``AddV2``/``Add`` are ops whose algebra is a
+multiplication or an addition; ``BiasAdd`` adds a channel bias (``channel_bias``); a
+convolution is an op with a weight layout (``weight_layout``): ``Conv2D`` (filter ``[KH, KW,
+C, O]``, output channel ``o``), ``DepthwiseConv2dNative`` (filter ``[KH, KW, C, M]``, output
+channel ``c * M + m``) and ``MatMul`` (``b: [K, N]``, or ``[N, K]`` with ``transpose_b``), NHWC,
+with a constant filter. "Per channel" means a constant whose shape broadcasts against the
+output without changing it and varies only along the last axis: ``[]``, ``[1]``, ``[O]``,
+``[1, 1, 1, O]``.
 """
 
 from __future__ import annotations
@@ -35,14 +39,14 @@ from collections import Counter
 
 import numpy as np
 
-from polytf.graph import Graph, Node
+from polytf.graph import Graph, Node, split_tensor_name
+from polytf.graph.tensor_names import producer_name
+from polytf.ops import Operation, WeightLayout, lookup
+from polytf.ops.attributes import is_channels_last
+from polytf.ops.definition import AffineFunction
+from polytf.ops.elementwise import ADD_V2, MUL, bias_add_node, binary_node
 from polytf.passes.editor import GraphEditor
 from polytf.passes.report import PassReport
-
-FUSED_BATCH_NORM_OPS = ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
-#: Convolution-like ops whose weights absorb a per-output-channel scale: op -> output rank.
-CONVOLUTION_OPS = {"Conv2D": 4, "DepthwiseConv2dNative": 4, "MatMul": 2}
-ADD_OPS = ("Add", "AddV2")
 
 
 def fold_batch_norms(graph: Graph) -> tuple[Graph, PassReport]:
@@ -55,15 +59,15 @@ def fold_batch_norms(graph: Graph) -> tuple[Graph, PassReport]:
     applied: Counter[str] = Counter()
     for name in list(editor.nodes):
         node = editor.nodes.get(name)
-        if node is not None and node.op in FUSED_BATCH_NORM_OPS and _expand_fused_batch_norm(editor, node):
+        if node is not None and _affine(node) is not None and _expand_fused_batch_norm(editor, node):
             applied["FusedBatchNorm -> Mul + AddV2"] += 1
     for name in list(editor.nodes):
         node = editor.nodes.get(name)
-        if node is not None and node.op == "Mul" and _fold_scale(editor, node):
+        if node is not None and _is(node, Operation.MULTIPLY) and _fold_scale(editor, node):
             applied["Mul folded into filter"] += 1
     for name in list(editor.nodes):
         node = editor.nodes.get(name)
-        if node is not None and node.op in ADD_OPS:
+        if node is not None and _is(node, Operation.ADD):
             rule = _fold_shift(editor, node)
             if rule:
                 applied[rule] += 1
@@ -72,32 +76,54 @@ def fold_batch_norms(graph: Graph) -> tuple[Graph, PassReport]:
     return editor.finish("batch norm folding", detail)
 
 
+def _is(node: Node, operation: Operation) -> bool:
+    """Whether ``node``'s op computes ``operation`` (``Mul``: MULTIPLY; ``Add``/``AddV2``: ADD)."""
+    definition = lookup(node.op)
+    return definition is not None and definition.algebra is not None and definition.algebra.operation is operation
+
+
+def _adds_channel_bias(node: Node) -> bool:
+    """Whether ``node``'s op adds a per-channel bias (``BiasAdd``)."""
+    definition = lookup(node.op)
+    return definition is not None and definition.channel_bias
+
+
+def _affine(node: Node) -> AffineFunction | None:
+    definition = lookup(node.op)
+    return definition.affine if definition is not None else None
+
+
+def _layout(node: Node | None) -> WeightLayout | None:
+    definition = lookup(node.op) if node is not None else None
+    return definition.weight_layout if definition is not None else None
+
+
 # --- 1. FusedBatchNorm -> Mul + AddV2 ---------------------------------------------------
 
 
 def _expand_fused_batch_norm(editor: GraphEditor, node: Node) -> bool:
-    if node.attr("is_training", True) or _text(node.attr("data_format", "NHWC")) != "NHWC" or len(node.inputs) < 5:
+    if any(port != 0 for port in _ports_read(editor, node)):
         return False
-    if any(editor.consumers(node.output(port)) or editor.is_output(node.output(port)) for port in range(1, 6)):
+    affine = _affine(node)(node, [editor.constant_value(t) for t in node.inputs])
+    if affine is None:
         return False
-    parameters = [editor.constant_value(t) for t in node.inputs[1:5]]
-    if any(p is None for p in parameters):
-        return False
-    gamma, beta, mean, variance = (np.asarray(p, dtype=np.float64).reshape(-1) for p in parameters)
-    epsilon = float(node.attr("epsilon", 0.0001))
-    scale = gamma / np.sqrt(variance + epsilon)
-    shift = beta - mean * scale
+    scale, shift = affine
     x = node.inputs[0]
     x_type = editor.type_of(x)
     scale_tensor = editor.add_constant(f"{node.name}/scale", scale.astype(np.float32), before=node.name)
     shift_tensor = editor.add_constant(f"{node.name}/shift", shift.astype(np.float32), before=node.name)
-    multiply = Node(editor.fresh_name(f"{node.name}/mul"), "Mul", (x, scale_tensor), node.control_inputs, {"T": "float32"})
+    multiply = binary_node(MUL, editor.fresh_name(f"{node.name}/mul"), x, scale_tensor, node.control_inputs)
     editor.set_node(multiply, output_types=[x_type] if x_type else None, before=node.name)
-    editor.set_node(
-        Node(node.name, "AddV2", (multiply.output(0), shift_tensor), (), {"T": "float32"}),
-        output_types=[x_type] if x_type else [],
-    )
+    editor.set_node(binary_node(ADD_V2, node.name, multiply.output(0), shift_tensor), output_types=[x_type] if x_type else [])
     return True
+
+
+def _ports_read(editor: GraphEditor, node: Node) -> set[int]:
+    """The output ports of ``node`` that a node reads or that are graph outputs."""
+    ports = {split_tensor_name(t)[1] for t in editor.outputs if producer_name(t) == node.name}
+    for reader in editor.readers(node.name):
+        ports.update(split_tensor_name(t)[1] for t in editor.nodes[reader].inputs if producer_name(t) == node.name)
+    return ports
 
 
 # --- 2. Mul(conv, s) -> conv with scaled filter -------------------------------------------
@@ -114,13 +140,14 @@ def _fold_scale(editor: GraphEditor, node: Node) -> bool:
         producer = editor.producer(y)
         if producer is None or y != producer.output(0):
             continue
-        if producer.op not in CONVOLUTION_OPS and producer.op != "BiasAdd" and producer.op not in ADD_OPS:
+        adds_bias = _adds_channel_bias(producer) or _is(producer, Operation.ADD)
+        if _layout(producer) is None and not adds_bias:
             continue  # nothing to fold into (decided before the costlier use count)
         if not editor.has_single_use(y):
             continue
         bias_node, bias = None, None
         convolution = producer
-        if producer.op == "BiasAdd" or producer.op in ADD_OPS:
+        if adds_bias:
             bias_node = producer
             conv_tensor, bias = _convolution_and_constant(editor, producer)
             if conv_tensor is None or not editor.has_single_use(conv_tensor):
@@ -129,8 +156,9 @@ def _fold_scale(editor: GraphEditor, node: Node) -> bool:
         channels = _output_channels(editor, convolution)
         if channels is None:
             continue
-        s = _per_channel(scale, channels, CONVOLUTION_OPS[convolution.op])
-        b = None if bias_node is None else _per_channel(bias, channels, CONVOLUTION_OPS[convolution.op])
+        output_rank = _layout(convolution).output_rank
+        s = _per_channel(scale, channels, output_rank)
+        b = None if bias_node is None else _per_channel(bias, channels, output_rank)
         if s is None or (bias_node is not None and b is None):
             continue
         _scale_filter(editor, convolution, s)
@@ -138,15 +166,7 @@ def _fold_scale(editor: GraphEditor, node: Node) -> bool:
             editor.forward(node.name, convolution.output(0))
         else:
             bias_tensor = editor.add_constant(f"{bias_node.name}/folded_bias", (b * s).astype(np.float32), before=bias_node.name)
-            editor.set_node(
-                Node(
-                    bias_node.name,
-                    "BiasAdd",
-                    (convolution.output(0), bias_tensor),
-                    bias_node.control_inputs,
-                    {"T": "float32", "data_format": "NHWC"},
-                )
-            )
+            editor.set_node(bias_add_node(bias_node.name, convolution.output(0), bias_tensor, bias_node.control_inputs))
             editor.forward(node.name, bias_node.output(0))
         return True
     return False
@@ -154,17 +174,11 @@ def _fold_scale(editor: GraphEditor, node: Node) -> bool:
 
 def _scale_filter(editor: GraphEditor, convolution: Node, scale: np.ndarray) -> None:
     """``convolution``'s filter becomes ``W * scale`` (``scale``: one factor per output channel)."""
-    weights = np.asarray(editor.constant_value(convolution.inputs[1]), dtype=np.float32)
-    if convolution.op == "Conv2D":
-        scaled = weights * scale
-    elif convolution.op == "DepthwiseConv2dNative":
-        scaled = weights * scale.reshape(weights.shape[2], weights.shape[3])
-    elif convolution.attr("transpose_b", False):
-        scaled = weights * scale[:, None]
-    else:
-        scaled = weights * scale[None, :]
+    layout = _layout(convolution)
+    weights = np.asarray(editor.constant_value(convolution.inputs[layout.input]), dtype=np.float32)
+    scaled = layout.scale_weight(convolution, weights, scale)
     filter_tensor = editor.add_constant(f"{convolution.name}/folded_filter", scaled.astype(np.float32), before=convolution.name)
-    inputs = (convolution.inputs[0], filter_tensor, *convolution.inputs[2:])
+    inputs = tuple(filter_tensor if k == layout.input else t for k, t in enumerate(convolution.inputs))
     editor.set_node(Node(convolution.name, convolution.op, inputs, convolution.control_inputs, convolution.attrs))
 
 
@@ -176,15 +190,12 @@ def _fold_shift(editor: GraphEditor, node: Node) -> str | None:
         return None
     conv_tensor, shift = _convolution_and_constant(editor, node)
     if conv_tensor is not None:
-        t = _per_channel(
-            shift, _output_channels(editor, editor.producer(conv_tensor)), CONVOLUTION_OPS[editor.producer(conv_tensor).op]
-        )
+        convolution = editor.producer(conv_tensor)
+        t = _per_channel(shift, _output_channels(editor, convolution), _layout(convolution).output_rank)
         if t is None:
             return None
         shift_tensor = editor.add_constant(f"{node.name}/bias", t.astype(np.float32), before=node.name)
-        editor.set_node(
-            Node(node.name, "BiasAdd", (conv_tensor, shift_tensor), node.control_inputs, {"T": "float32", "data_format": "NHWC"})
-        )
+        editor.set_node(bias_add_node(node.name, conv_tensor, shift_tensor, node.control_inputs))
         return "AddV2(conv, t) -> BiasAdd"
     for position in (0, 1):
         y, shift = node.inputs[position], editor.constant_value(node.inputs[1 - position])
@@ -192,12 +203,12 @@ def _fold_shift(editor: GraphEditor, node: Node) -> str | None:
         if (
             shift is None
             or producer is None
-            or producer.op != "BiasAdd"
+            or not _adds_channel_bias(producer)
             or y != producer.output(0)
             or not editor.has_single_use(y)
         ):
             continue
-        if _text(producer.attr("data_format", "NHWC")) != "NHWC":
+        if not is_channels_last(producer):
             continue
         bias = editor.constant_value(producer.inputs[1])
         value_type = editor.type_of(producer.inputs[0])
@@ -207,11 +218,7 @@ def _fold_shift(editor: GraphEditor, node: Node) -> str | None:
         if t is None or bias.ndim != 1:
             continue
         combined = editor.add_constant(f"{node.name}/bias", (bias + t).astype(np.float32), before=node.name)
-        editor.set_node(
-            Node(
-                node.name, "BiasAdd", (producer.inputs[0], combined), node.control_inputs, {"T": "float32", "data_format": "NHWC"}
-            )
-        )
+        editor.set_node(bias_add_node(node.name, producer.inputs[0], combined, node.control_inputs))
         return "AddV2(BiasAdd(y, b), t) -> BiasAdd(y, b + t)"
     return None
 
@@ -221,8 +228,8 @@ def _fold_shift(editor: GraphEditor, node: Node) -> str | None:
 
 def _convolution_and_constant(editor: GraphEditor, node: Node) -> tuple[str | None, np.ndarray | None]:
     """For ``BiasAdd``/``AddV2`` of a convolution output and a constant: (that output, the constant)."""
-    if node.op == "BiasAdd":
-        if _text(node.attr("data_format", "NHWC")) != "NHWC":
+    if _adds_channel_bias(node):
+        if not is_channels_last(node):
             return None, None
         candidates = ((node.inputs[0], node.inputs[1]),)
     else:
@@ -242,20 +249,13 @@ def _convolution_and_constant(editor: GraphEditor, node: Node) -> tuple[str | No
 
 def _output_channels(editor: GraphEditor, node: Node | None) -> int | None:
     """Output channels of a convolution-like node with a constant float32 filter, else None."""
-    if node is None or node.op not in CONVOLUTION_OPS or len(node.inputs) < 2:
+    layout = _layout(node)
+    if layout is None or len(node.inputs) <= layout.input:
         return None
-    if node.op != "MatMul" and _text(node.attr("data_format", "NHWC")) != "NHWC":
-        return None
-    weights = editor.constant_value(node.inputs[1])
+    weights = editor.constant_value(node.inputs[layout.input])
     if weights is None or weights.dtype != np.float32:
         return None
-    if node.op == "Conv2D" and weights.ndim == 4:
-        return int(weights.shape[3])
-    if node.op == "DepthwiseConv2dNative" and weights.ndim == 4:
-        return int(weights.shape[2] * weights.shape[3])
-    if node.op == "MatMul" and weights.ndim == 2:
-        return int(weights.shape[0] if node.attr("transpose_b", False) else weights.shape[1])
-    return None
+    return layout.output_channels(node, weights.shape)
 
 
 def _per_channel(value: np.ndarray | None, channels: int | None, rank: int) -> np.ndarray | None:
@@ -266,7 +266,3 @@ def _per_channel(value: np.ndarray | None, channels: int | None, rank: int) -> n
     if any(d != 1 for d in value.shape[:-1]) or (value.ndim and value.shape[-1] not in (1, channels)):
         return None
     return np.broadcast_to(value.reshape(-1), (channels,)).astype(np.float32)
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

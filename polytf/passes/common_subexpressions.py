@@ -3,14 +3,16 @@
 Source: Grappler's common subgraph elimination
 (tensorflow/core/grappler/optimizers/arithmetic_optimizer.cc, ``DedupComputations``):
 two nodes are equivalent when they have the same op, the same inputs (in any order for a
-commutative op), the same control inputs and the same attributes (internal ``_``
-attributes ignored); two ``Const`` nodes when they hold the same dtype, shape and bytes.
+commutative op: ``OpDefinition.commutative``), the same control inputs and the same
+attributes (internal ``_`` attributes ignored); two ``Const`` nodes when they hold the same
+dtype, shape and bytes.
 
 Nodes are visited in topological order, so a merge makes their consumers equivalent too
 and whole duplicated chains collapse in one pass. The first node is kept; a later
 duplicate's readers read the first. A duplicate that produces a graph output, a
-placeholder, a ``NoOp`` and ops polytf does not register (possibly stateful) are never
-merged; constants above ``GraphPassConfig.cse_max_constant_elements`` are not compared.
+placeholder, a ``NoOp``, stateful ops and ops polytf does not support (possibly stateful)
+are never merged; constants above ``GraphPassConfig.cse_max_constant_elements`` are not
+compared.
 """
 
 from __future__ import annotations
@@ -22,13 +24,9 @@ import numpy as np
 
 from polytf.config import GraphPassConfig
 from polytf.graph import Graph, Node, tensor_name
-from polytf.ops import registry
-from polytf.passes.constant_folding import STATEFUL_OPS
+from polytf.ops import NO_OUTPUT, SOURCE, const_value, lookup
 from polytf.passes.editor import GraphEditor
 from polytf.passes.report import PassReport
-
-#: Ops whose result does not depend on the order of their two inputs.
-COMMUTATIVE_OPS = frozenset({"Add", "AddV2", "Mul", "Maximum", "Minimum"})
 
 
 def eliminate_common_subexpressions(graph: Graph, config: GraphPassConfig | None = None) -> tuple[Graph, PassReport]:
@@ -60,18 +58,16 @@ def eliminate_common_subexpressions(graph: Graph, config: GraphPassConfig | None
 
 def _key(node: Node, renamed: Mapping[str, str], config: GraphPassConfig) -> Hashable | None:
     """What makes ``node`` equal to another node, or None when it must not be merged."""
-    if node.op == "Const":
-        value = node.attr("value")
-        if value is None:
-            return None
-        value = np.asarray(value)
+    value = const_value(node)
+    if value is not None:
         if value.size > config.cse_max_constant_elements or value.dtype.kind == "O":
             return None
-        return ("Const", value.dtype.str, value.shape, value.tobytes())
-    if node.op in ("Placeholder", "NoOp") or node.op in STATEFUL_OPS or registry.lookup(node.op) is None:
-        return None
+        return (node.op, value.dtype.str, value.shape, value.tobytes())
+    definition = lookup(node.op)
+    if definition is None or definition.stateful or definition.category == NO_OUTPUT or (definition.category == SOURCE and not node.inputs):
+        return None  # unknown and stateful ops, NoOp, and the graph's leaves (placeholders, constants without a value)
     inputs = tuple(_renamed_tensor(t, renamed) for t in node.inputs)
-    if node.op in COMMUTATIVE_OPS:
+    if definition.commutative:
         inputs = tuple(sorted(inputs))
     controls = tuple(sorted({renamed.get(c, c) for c in node.control_inputs}))
     attrs = tuple(sorted((k, _hashable(v)) for k, v in node.attrs.items() if not k.startswith("_")))

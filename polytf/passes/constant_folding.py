@@ -3,9 +3,9 @@ and replace it by a ``Const`` node.
 
 Source: Grappler's constant folding (tensorflow/core/grappler/optimizers/constant_folding.cc):
 a node is folded when all its inputs are constants, it is not stateful and its output is not
-too large; the value comes from the op's own kernel. Here the kernel is the op registry's
-numpy reference (``polytf.ops.registry.lookup(op).reference``), the executable
-specification every lowering is tested against.
+too large; the value comes from the op's own kernel. Here the kernel is the op table's
+numpy reference (``polytf.ops.lookup(op).reference``), the executable specification every
+lowering is tested against.
 
 What is folded:
 
@@ -15,8 +15,9 @@ What is folded:
 * nodes whose outputs shape inference already knows (``graph.constants``), e.g. ``Shape``
   of a placeholder with a static shape (a function of the shape, not of the values).
 
-Never folded: placeholders and anything that depends on a placeholder's values, ops
-polytf does not register (they may be stateful or random), ops with no outputs, and
+Never folded: sources (placeholders, constants) and anything that depends on a placeholder's
+values, ops polytf does not support (they may be stateful or random), stateful ops
+(``OpDefinition.stateful``), ops with no outputs, and
 results with more than ``GraphPassConfig.constant_folding_max_elements`` elements
 (folding such a node would trade a cheap kernel for a large constant buffer).
 A node with one output becomes a ``Const`` of the same name (consumers and graph outputs
@@ -30,22 +31,10 @@ import numpy as np
 from polytf.config import GraphPassConfig
 from polytf.errors import PolytfError
 from polytf.graph import Graph, Node, TensorType
-from polytf.ops import registry
+from polytf.ops import NO_OUTPUT, SOURCE, const_value, lookup
 from polytf.passes.editor import GraphEditor
 from polytf.passes.report import PassReport
 
-#: Ops never evaluated at compile time even if registered: their value is not a function of their inputs.
-STATEFUL_OPS = frozenset(
-    {
-        "RandomUniform",
-        "RandomStandardNormal",
-        "TruncatedNormal",
-        "RandomUniformInt",
-        "Multinomial",
-        "VarHandleOp",
-        "ReadVariableOp",
-    }
-)
 #: Attributes that name an op's output dtype, in the order they are looked up (for untyped graphs).
 _DTYPE_ATTRS = ("out_type", "DstT", "dtype", "T")
 
@@ -67,10 +56,8 @@ def fold_constants(graph: Graph, config: GraphPassConfig | None = None) -> tuple
     folded = 0
     for name in list(editor.nodes):
         node = editor.nodes[name]
-        if node.op == "Const":
-            value = editor.constant_value(node.output(0))
-            if value is not None:
-                values[node.output(0)] = value
+        if const_value(node) is not None:
+            values[node.output(0)] = editor.constant_value(node.output(0))
             continue
         results = _evaluate(editor, node, values, config)
         if results is None:
@@ -92,10 +79,10 @@ def _evaluate(
     """The values of ``node``'s outputs when they can be known at compile time, else None."""
     if node.output(0) not in editor.constants and not (node.inputs and all(t in values for t in node.inputs)):
         return None  # nothing known about the node: the common case, decided before anything costlier
-    definition = registry.lookup(node.op)
-    if definition is None or node.op in STATEFUL_OPS or node.op in ("Placeholder", "Const") or definition.category == registry.NO_OUTPUT:
-        return None
-    known = [editor.constants.get(node.output(port)) for port in range(_output_count(editor, node))]
+    definition = lookup(node.op)
+    if definition is None or definition.stateful or definition.category == NO_OUTPUT or (definition.category == SOURCE and not node.inputs):
+        return None  # unknown and stateful ops, NoOp, and the graph's leaves (placeholders, constants)
+    known = [editor.constants.get(node.output(port)) for port in range(editor.output_count(node))]
     if known and all(value is not None for value in known):
         results = tuple(np.asarray(value) for value in known)
     elif node.inputs and all(t in values for t in node.inputs):
@@ -112,15 +99,8 @@ def _evaluate(
     return _with_output_dtypes(editor, node, results)
 
 
-def _output_count(editor: GraphEditor, node: Node) -> int:
-    count = 0
-    while node.output(count) in editor.types:
-        count += 1
-    return count
-
-
 def _recorded_types(editor: GraphEditor, node: Node) -> list[TensorType]:
-    return [editor.types[node.output(port)] for port in range(_output_count(editor, node))]
+    return [editor.types[node.output(port)] for port in range(editor.output_count(node))]
 
 
 def _with_output_dtypes(editor: GraphEditor, node: Node, results: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...] | None:

@@ -28,14 +28,9 @@ from polytf.errors import GraphError
 from polytf.graph import Graph, Node, TensorType, split_tensor_name, tensor_name
 from polytf.graph.reachability import live_node_names
 from polytf.graph.tensor_names import producer_name
+from polytf.ops import const_node, const_value, identity_node
 from polytf.passes.pruning import is_pruned, mark_pruned
 from polytf.passes.report import PassReport
-
-
-def const_node(name: str, value: np.ndarray, control_inputs: tuple[str, ...] = ()) -> Node:
-    """A ``Const`` node the way the frontend decodes one: attrs ``value`` and ``dtype``."""
-    value = np.asarray(value)
-    return Node(name, "Const", (), control_inputs, {"dtype": value.dtype.name, "value": value})
 
 
 class GraphEditor:
@@ -132,12 +127,17 @@ class GraphEditor:
             return np.asarray(self.constants[tensor])
         node, port = split_tensor_name(tensor)
         producer = self.nodes.get(node)
-        if producer is not None and producer.op == "Const" and port == 0 and producer.attr("value") is not None:
-            return np.asarray(producer.attr("value"))
-        return None
+        return const_value(producer) if producer is not None and port == 0 else None
 
     def type_of(self, tensor: str) -> TensorType | None:
         return self.types.get(tensor)
+
+    def output_count(self, node: Node) -> int:
+        """How many outputs of ``node`` have a recorded type (0 in an untyped graph)."""
+        count = 0
+        while node.output(count) in self.types:
+            count += 1
+        return count
 
     def readers(self, name: str) -> list[str]:
         """Names of the nodes that read an output of node ``name`` or have a control input
@@ -183,10 +183,10 @@ class GraphEditor:
             for port, output_type in enumerate(output_types):
                 if output_type is not None:
                     self._set_tensor(self.types, tensor_name(node.name, port), output_type)
-        if node.op == "Const":
-            self._set_tensor(self.constants, node.output(0), np.asarray(node.attr("value")))
+        value = const_value(node)
+        if value is not None:
+            self._set_tensor(self.constants, node.output(0), value)
             if self.typed:
-                value = np.asarray(node.attr("value"))
                 self._set_tensor(self.types, node.output(0), TensorType(tuple(int(d) for d in value.shape), value.dtype.name))
 
     def add_constant(self, base: str, value: np.ndarray, before: str) -> str:
@@ -222,8 +222,8 @@ class GraphEditor:
         self.rewire({node.output(0): tensor})
         if node.output(0) in self._output_set:
             output_type = self.types.get(node.output(0))
-            attrs = {"T": output_type.dtype} if output_type is not None else {}
-            self.set_node(Node(name, "Identity", (tensor,), node.control_inputs, attrs), output_types=[output_type])
+            dtype = output_type.dtype if output_type is not None else None
+            self.set_node(identity_node(name, tensor, node.control_inputs, dtype), output_types=[output_type])
         else:
             self.remove(name)
 

@@ -24,7 +24,7 @@ import re
 
 from polytf.config import GraphPassConfig
 from polytf.graph import FusionGroup, Graph
-from polytf.ops.registry import CONTRACTION, ELEMENTWISE, NO_OUTPUT, SOURCE, VIEW, lookup
+from polytf.ops import CONTRACTION, ELEMENTWISE, NO_OUTPUT, SOURCE, VIEW, lookup
 
 
 def resolve_view(graph: Graph, tensor: str) -> str:

@@ -1,5 +1,6 @@
-"""Identity removal: drop ``Identity``, ``IdentityN``, ``StopGradient``, ``Snapshot`` and
-``NoOp`` nodes and the control edges that order nothing.
+"""Identity removal: drop identity-like nodes (``Identity``, ``IdentityN``, ``StopGradient``,
+``Snapshot``: ``OpDefinition.forwards``), ``NoOp`` nodes (no outputs) and the control edges
+that order nothing.
 
 Sources: Grappler's dependency optimizer and arithmetic optimizer
 (tensorflow/core/grappler/optimizers/dependency_optimizer.cc,
@@ -13,10 +14,11 @@ Rewrites:
 * an identity-like node ``I = Identity(t)`` whose output is no graph output: its readers
   read ``t`` (chains collapse); likewise ``IdentityN(t0, ..., tN-1)`` (Keras' swish with
   its custom gradient freezes to one): readers of ``I:k`` read ``tk``;
-* ``NoOp``: removed; a ``^NoOp`` control input is replaced by the NoOp's own control inputs;
-* a control input onto a node without side effects (every op polytf registers, identities
-  and NoOps) orders nothing at inference time and is dropped; control inputs onto
-  unknown ops are kept (they may be stateful);
+* ``NoOp`` (an op without outputs) with no data input: removed; a ``^NoOp`` control input is
+  replaced by the NoOp's own control inputs;
+* a control input onto a node without side effects (every op polytf supports but stateful
+  ones) orders nothing at inference time and is dropped; control inputs onto unknown or
+  stateful ops are kept;
 * a graph output ``I:0 = Identity(P:0)`` keeps its name, which the caller sees (e.g.
   ``"Identity"`` in ``model(...)["Identity"]``): the producer ``P`` is renamed ``I`` when
   that changes no other visible name (``P`` is no placeholder and produces no other graph
@@ -28,20 +30,16 @@ from __future__ import annotations
 from collections import Counter
 
 from polytf.graph import Graph, Node, split_tensor_name
-from polytf.ops import registry
+from polytf.ops import NO_OUTPUT, Forwarding, OpDefinition, lookup
 from polytf.passes.editor import GraphEditor
 from polytf.passes.report import PassReport
 
-#: Ops that return their single data input unchanged at inference time.
-IDENTITY_OPS = frozenset({"Identity", "StopGradient", "Snapshot"})
-#: Ops whose output ``k`` is their data input ``k``.
-MULTI_IDENTITY_OPS = frozenset({"IdentityN"})
-
 
 def has_side_effects(op: str) -> bool:
-    """False for ops known to be pure: identities, ``NoOp`` and every op polytf registers
-    (all of them are functions of their inputs); True for unknown ops."""
-    return not (op in IDENTITY_OPS or op in MULTI_IDENTITY_OPS or op == "NoOp" or registry.lookup(op) is not None)
+    """False for ops known to be pure (every op polytf supports but stateful ones: all are
+    functions of their inputs); True for unknown ops."""
+    definition = lookup(op)
+    return definition is None or definition.stateful
 
 
 def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
@@ -80,18 +78,11 @@ def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
         node = original
         if inputs != original.inputs or controls != original.control_inputs:
             node = Node(original.name, original.op, inputs, controls, original.attrs)
-        if node.op == "NoOp" and not node.inputs:
-            released[name] = controls
-            editor.remove(name)
-            removed[node.op] += 1
-        elif node.op in IDENTITY_OPS and len(node.inputs) == 1 and name not in editor.output_nodes:
-            forwarded[node.output(0)] = node.inputs[0]
-            released[name] = controls
-            editor.remove(name)
-            removed[node.op] += 1
-        elif node.op in MULTI_IDENTITY_OPS and node.inputs and name not in editor.output_nodes:
-            for port, tensor in enumerate(node.inputs):
-                forwarded[node.output(port)] = tensor
+        definition = lookup(node.op)
+        forwards = _forwarding(node, definition) if name not in editor.output_nodes else None
+        if (definition is not None and definition.category == NO_OUTPUT and not node.inputs) or forwards is not None:
+            for port in range(forwards.output_count(len(node.inputs)) if forwards else 0):
+                forwarded[node.output(port)] = node.inputs[forwards.input_of(port)]
             released[name] = controls
             editor.remove(name)
             removed[node.op] += 1
@@ -99,14 +90,14 @@ def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
             editor.set_node(node)
 
     renamed = 0
+    placeholders = frozenset(node.name for node in graph.placeholders)
     for output in editor.outputs:
         name, port = split_tensor_name(output)
         node = editor.nodes.get(name)
-        if node is None or node.op not in IDENTITY_OPS or port != 0 or len(node.inputs) != 1 or node.control_inputs:
+        if node is None or _forwarding(node, lookup(node.op)) is not Forwarding.FIRST_INPUT or port != 0 or node.control_inputs:
             continue
         source, source_port = split_tensor_name(node.inputs[0])
-        producer = editor.nodes[source]
-        if source_port != 0 or producer.op == "Placeholder" or source in editor.output_nodes:
+        if source_port != 0 or source in placeholders or source in editor.output_nodes:
             continue
         editor.remove(name)
         editor.rename(source, name)
@@ -121,3 +112,11 @@ def remove_identities(graph: Graph) -> tuple[Graph, PassReport]:
     if dropped_edges:
         detail += ("; " if detail else "") + f"{dropped_edges} control edges dropped"
     return editor.finish("identity removal", detail)
+
+
+def _forwarding(node: Node, definition: OpDefinition | None) -> Forwarding | None:
+    """How ``node``'s outputs forward its inputs, when it is identity-like and has an input
+    count its op takes; else None."""
+    if definition is None or definition.forwards is None or not definition.arity.accepts(len(node.inputs)):
+        return None
+    return definition.forwards

@@ -5,10 +5,10 @@ runs its optimizers in a fixed order for a bounded number of iterations; this pi
 the same with polytf's passes:
 
 1. prune to the fan-in of the outputs (:mod:`~polytf.passes.pruning`);
-2. identity removal (``Identity``/``StopGradient``/``Snapshot``/``NoOp``, control edges);
-3. constant folding (with the op registry's numpy references);
-   then split rewriting (``Split``/``SplitV``/``Unpack`` into one ``Slice`` per used output)
-   and index-op expansion (``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
+2. identity removal (identity-like ops, ``NoOp``, control edges);
+3. constant folding (with the op table's numpy references);
+   then op expansion (ops with an expansion rule: ``Split``/``SplitV``/``Unpack`` into one
+   ``Slice`` per used output, ``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
 4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
 5. batch-norm folding into convolution weights and biases;
 6. common-subexpression elimination;
@@ -30,9 +30,8 @@ from polytf.passes.arithmetic import simplify_arithmetic
 from polytf.passes.batch_norm_folding import fold_batch_norms
 from polytf.passes.common_subexpressions import eliminate_common_subexpressions
 from polytf.passes.constant_folding import fold_constants
+from polytf.passes.expansion import expand_ops
 from polytf.passes.identity_removal import remove_identities
-from polytf.passes.index_op_expansion import expand_index_ops
-from polytf.passes.multi_output import split_multi_output_ops
 from polytf.passes.pruning import prune_to_outputs
 from polytf.passes.report import PassReport
 
@@ -43,8 +42,7 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
     ("prune", lambda graph, config: prune_to_outputs(graph)),
     ("identity removal", lambda graph, config: remove_identities(graph)),
     ("constant folding", fold_constants),
-    ("split rewriting", lambda graph, config: split_multi_output_ops(graph)),
-    ("index-op expansion", lambda graph, config: expand_index_ops(graph)),
+    ("op expansion", lambda graph, config: expand_ops(graph)),
     ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
     ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
     ("common subexpression elimination", eliminate_common_subexpressions),

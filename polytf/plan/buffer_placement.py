@@ -42,10 +42,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+import islpy as isl
 import numpy as np
 
 from polytf.graph import FusionGroup, Graph
 from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.ops import lookup
 from polytf.passes.fusion import resolve_view
 from polytf.poly.expression import Access, AffineExpr, Expr, Load
 from polytf.poly.scop import ArrayInfo, Scop
@@ -102,20 +104,20 @@ def _slab_copy(statement: Statement, source: ArrayInfo, written: ArrayInfo) -> t
         offset.append(-index.constant)
     if any(o < 0 or o + size > extent for o, size, extent in zip(offset, source.shape, written.shape)):
         return None
-    import islpy as isl
-
     box = " and ".join(f"{o} <= {it} < {o + size}" for it, o, size in zip(iterators, offset, source.shape))
     slab = isl.Set(f"{{ {statement.name}[{', '.join(iterators)}] : {box} }}")
     return tuple(offset) if statement.domain().is_equal(slab) else None
 
 
 def _copies(graph: Graph, kernels: tuple[LoweredKernel, ...]) -> list[_Copy]:
-    """Every slab copy of a ConcatV2/Concat/Pad/PadV2 statement that writes an output array."""
+    """Every slab copy that writes an output array, by a statement of an op whose operands are
+    in-place-placeable (``OpDefinition.slab_copy``: ConcatV2, Concat, Pad, PadV2)."""
     found = []
     for position, kernel in enumerate(kernels):
         scop = kernel.scop
         for statement in scop.statements:
-            if statement.op not in ("ConcatV2", "Concat", "Pad", "PadV2") or not isinstance(statement.value, Load):
+            definition = lookup(statement.op)
+            if definition is None or not definition.slab_copy or not isinstance(statement.value, Load):
                 continue
             written = scop.array(statement.write.array)
             source = scop.array(statement.value.access.array)

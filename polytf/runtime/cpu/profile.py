@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from polytf.ops import convolution_ops
 from polytf.poly.flops import contraction_flops, is_contraction
 
 __all__ = ["KernelProfile", "ModelProfile", "profile_model", "CONVOLUTION_OPS"]
 
 #: Ops whose kernels count as convolution layers (filter size from the statement's ``r0``, ``r1``).
-CONVOLUTION_OPS = ("Conv2D", "DepthwiseConv2dNative")
+CONVOLUTION_OPS = convolution_ops()
 
 
 def gflops(flops: float, seconds: float) -> float | None:

@@ -1,7 +1,7 @@
 """Host fallback: a node whose op has a numpy reference but no lowering (or a lowering that
 fails for it) runs on the host between compiled kernels; ``fallback=False`` refuses it.
 
-The ops under test are registered by a fixture (and removed after): ``TestHostCube``
+The ops under test are added to the op table by a fixture (and removed after): ``TestHostCube``
 (reference ``x ** 3``, no lowering) and ``TestFailingLowering`` (reference ``x + 1``, a
 lowering that raises ShapeError)."""
 
@@ -17,8 +17,8 @@ from polytf.cli import main
 from polytf.compiler.model_builder import prepare_model
 from polytf.errors import ShapeError, UnsupportedOpError
 from polytf.lowering.host_fallback import HostExecutionError
-from polytf.ops import registry
-from polytf.ops.registry import ELEMENTWISE, OpDefinition
+from polytf.ops import ELEMENTWISE, Arity, OpDefinition
+from polytf.ops.table import OP_TABLE
 
 W = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
 
@@ -32,18 +32,14 @@ def _failing_lowering(node, inputs, outputs, context):
 
 
 @pytest.fixture
-def host_ops():
+def host_ops(monkeypatch):
     definitions = [
-        OpDefinition("TestHostCube", ELEMENTWISE, _same_type, lambda node, x: (np.asarray(x[0], np.float32) ** 3,), None),
-        OpDefinition("TestFailingLowering", ELEMENTWISE, _same_type, lambda node, x: (np.asarray(x[0], np.float32) + 1,), _failing_lowering),
-        OpDefinition("TestWrongShape", ELEMENTWISE, _same_type, lambda node, x: (np.zeros(7, np.float32),), None),
+        OpDefinition("TestHostCube", ELEMENTWISE, _same_type, lambda node, x: (np.asarray(x[0], np.float32) ** 3,), None, arity=Arity(1, 1)),
+        OpDefinition("TestFailingLowering", ELEMENTWISE, _same_type, lambda node, x: (np.asarray(x[0], np.float32) + 1,), _failing_lowering, arity=Arity(1, 1)),
+        OpDefinition("TestWrongShape", ELEMENTWISE, _same_type, lambda node, x: (np.zeros(7, np.float32),), None, arity=Arity(1, 1)),
     ]
-    registry._load_all()
     for definition in definitions:
-        registry.register(definition)
-    yield
-    for definition in definitions:
-        registry._REGISTRY.pop(definition.op)
+        monkeypatch.setitem(OP_TABLE, definition.op, definition)
 
 
 def _pbtxt(middle_op: str, second_op: str = "Relu") -> str:

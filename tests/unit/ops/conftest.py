@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
-from polytf.ops.registry import ArrayRef, LoweringContext
+from polytf.ops import ArrayRef, LoweringContext, lookup
 from polytf.poly.interpreter import interpret
 from polytf.poly.scop import ArrayInfo, Scop
 
@@ -17,7 +16,7 @@ def _run_op(node: Node, inputs, *, lower: bool = True):
 
     Returns ``(reference_outputs, lowered_outputs or None, statements)``.
     """
-    definition = registry.lookup(node.op)
+    definition = lookup(node.op)
     assert definition is not None, node.op
     inputs = [np.asarray(x) for x in inputs]
     data = definition.data_input_indices(len(inputs))

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
-from polytf.ops.registry import ArrayRef, LoweringContext
+from polytf.ops import ArrayRef, LoweringContext, lookup
 from polytf.poly.interpreter import interpret
 from polytf.poly.scop import ArrayInfo, Scop
 
@@ -18,7 +17,7 @@ def run_op_with_constants(node: Node, inputs, *, lower: bool = True, known: tupl
 
     Returns ``(reference outputs, lowered outputs or None, statements)``.
     """
-    definition = registry.lookup(node.op)
+    definition = lookup(node.op)
     assert definition is not None, node.op
     inputs = [np.asarray(x) for x in inputs]
     data = definition.data_input_indices(len(inputs))

@@ -10,7 +10,7 @@ from hand_built_graphs import build_graph, const, kernels_of, placeholder
 from polytf.config import MeasurementConfig
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import ArrayRef, LoweringContext, lookup
 from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget
@@ -66,13 +66,13 @@ def test_batch_matmul_v3_matches_v2(rand, run_op):
 )
 def test_batch_matmul_rejects_bad_shapes(x_shape, y_shape, message):
     with pytest.raises(ShapeError, match=message):
-        registry.lookup("BatchMatMulV2").infer(_bmm(), [TensorType(x_shape), TensorType(y_shape)], [None, None])
+        lookup("BatchMatMulV2").infer(_bmm(), [TensorType(x_shape), TensorType(y_shape)], [None, None])
 
 
 def test_batch_matmul_v3_rejects_integer_output():
     node = Node("bmm", "BatchMatMulV3", ("x:0", "y:0"), attrs={"Ta": "float32", "Tb": "float32", "Tout": "int32"})
     with pytest.raises(ShapeError, match="Tout=int32"):
-        registry.lookup("BatchMatMulV3").infer(node, [TensorType((2, 3)), TensorType((3, 2))], [None, None])
+        lookup("BatchMatMulV3").infer(node, [TensorType((2, 3)), TensorType((3, 2))], [None, None])
 
 
 # --- Einsum ------------------------------------------------------------------------------
@@ -114,11 +114,11 @@ def test_einsum_lowering_and_tensorflow(rand, run_op, equation, a_shape, b_shape
 
 def test_einsum_statement_iterators():
     node = _einsum("BTNH,BSNH->BNTS")
-    statements = registry.lookup("Einsum").lower(
+    statements = lookup("Einsum").lower(
         node,
-        [registry.ArrayRef("A", TensorType((1, 5, 2, 3))), registry.ArrayRef("B", TensorType((1, 4, 2, 3)))],
-        [registry.ArrayRef("C", TensorType((1, 2, 5, 4)))],
-        registry.LoweringContext(),
+        [ArrayRef("A", TensorType((1, 5, 2, 3))), ArrayRef("B", TensorType((1, 4, 2, 3)))],
+        [ArrayRef("C", TensorType((1, 2, 5, 4)))],
+        LoweringContext(),
     )
     init, update = statements
     assert init.iterators == ("d0", "d1", "d2", "d3")
@@ -148,7 +148,7 @@ def test_einsum_accepts_bytes_equation(rand, run_op):
 )
 def test_einsum_rejects_unsupported_equations(equation, shapes, message):
     with pytest.raises(ShapeError, match=message) as info:
-        registry.lookup("Einsum").infer(_einsum(equation), [TensorType(s) for s in shapes], [None] * len(shapes))
+        lookup("Einsum").infer(_einsum(equation), [TensorType(s) for s in shapes], [None] * len(shapes))
     assert "'einsum'" in str(info.value)
 
 

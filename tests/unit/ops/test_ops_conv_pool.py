@@ -5,7 +5,7 @@ import pytest
 
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import ArrayRef, LoweringContext, lookup
 from polytf.ops.conv import window
 
 CONV_CASES = list(itertools.product(["SAME", "VALID"], [1, 2], [1, 2]))
@@ -63,9 +63,7 @@ def test_conv2d_lowering_matches_reference(rand, run_op, padding, stride, dilati
 
 
 def test_conv2d_padding_is_a_domain_constraint():
-    definition = registry.lookup("Conv2D")
-    from polytf.ops.registry import ArrayRef, LoweringContext
-
+    definition = lookup("Conv2D")
     x, f, y = (
         ArrayRef("I", TensorType((1, 32, 32, 3))),
         ArrayRef("F", TensorType((3, 3, 3, 8))),
@@ -97,7 +95,7 @@ def test_window_geometry_matches_tf_formulas(size, kernel, stride, dilation, pad
 
 
 def test_conv2d_rejects_unsupported_attrs():
-    definition = registry.lookup("Conv2D")
+    definition = lookup("Conv2D")
     types = [TensorType((1, 5, 5, 2)), TensorType((3, 3, 2, 4))]
     with pytest.raises(ShapeError, match="EXPLICIT.*unsupported"):
         definition.infer(conv_node("EXPLICIT", 1, 1), types, [None, None])
@@ -155,7 +153,7 @@ def test_max_pool_reference_matches_tensorflow(rand, run_op, padding, ksize, str
 
 
 def test_max_pool_rejects_batch_window():
-    definition = registry.lookup("MaxPool")
+    definition = lookup("MaxPool")
     node = Node("p", "MaxPool", ("x:0",), attrs={"ksize": (2, 2, 2, 1), "strides": (1, 2, 2, 1), "padding": "VALID"})
     with pytest.raises(ShapeError, match="batch and channel"):
         definition.infer(node, [TensorType((2, 4, 4, 1))], [None])

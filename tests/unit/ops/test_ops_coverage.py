@@ -1,4 +1,4 @@
-"""The supported-op table: README.md carries the registry's table, and ``polytf ops`` lists
+"""The supported-op table: README.md carries the op table, and ``polytf ops`` lists
 each op of a model with how it runs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from polytf.ops.coverage import BEGIN_MARKER, END_MARKER, markdown_table, op_row
 README = Path(__file__).resolve().parents[3] / "README.md"
 
 
-def test_readme_table_is_the_registrys():
+def test_readme_table_is_the_op_tables():
     text = README.read_text()
     committed = text.split(BEGIN_MARKER, 1)[1].split(END_MARKER, 1)[0].strip()
     assert committed == markdown_table(), "README's supported-op table is stale: run `python -m polytf.ops.coverage README.md`"
@@ -55,4 +55,4 @@ node { name: "r" op: "ArgMax" input: "i" input: "axis" }
 """))
     assert main(["ops", "--model", str(path)]) == 0
     (line,) = [line for line in capsys.readouterr().out.splitlines() if "ArgMax" in line]
-    assert "rewritten" in line and "index-op expansion" in line
+    assert "rewritten" in line and "comparisons, selections and reductions (expansion pass)" in line

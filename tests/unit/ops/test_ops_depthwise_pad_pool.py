@@ -12,7 +12,7 @@ from op_constants import run_op_with_constants
 
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import ArrayRef, LoweringContext, lookup
 from polytf.schedules.search_space import SearchSpace
 
 # --- DepthwiseConv2dNative ------------------------------------------------------------------
@@ -87,9 +87,7 @@ def test_depthwise_lowering_matches_reference_and_loops(rand, run_op, padding, s
 
 
 def test_depthwise_multiplier_one_reads_the_output_channel():
-    definition = registry.lookup("DepthwiseConv2dNative")
-    from polytf.ops.registry import ArrayRef, LoweringContext
-
+    definition = lookup("DepthwiseConv2dNative")
     x, f, y = ArrayRef("I", TensorType((1, 8, 8, 32))), ArrayRef("F", TensorType((3, 3, 32, 1))), ArrayRef("O", TensorType((1, 4, 4, 32)))
     _, update = definition.lower(depthwise_node("SAME", 2, 1), [x, f], [y], LoweringContext())
     assert [str(a) for a in update.reads[1:]] == ["I[d0, 2*d1 + r0, 2*d2 + r1, d3]", "F[r0, r1, d3, 0]"]
@@ -115,7 +113,7 @@ def test_depthwise_reference_matches_tensorflow(rand, run_op, padding, stride, d
 
 
 def test_depthwise_rejects_bad_input():
-    definition = registry.lookup("DepthwiseConv2dNative")
+    definition = lookup("DepthwiseConv2dNative")
     types = [TensorType((1, 5, 5, 2)), TensorType((3, 3, 2, 1))]
     with pytest.raises(ShapeError, match="NHWC"):
         definition.infer(depthwise_node("SAME", 1, 1, data_format="NCHW"), types, [None, None])
@@ -173,7 +171,7 @@ def test_pad_reference_matches_tensorflow(rand, shape, paddings):
 
 
 def test_pad_rejects_bad_paddings():
-    definition = registry.lookup("Pad")
+    definition = lookup("Pad")
     x = TensorType((2, 3))
     int_type = TensorType((2, 2), "int32")
     with pytest.raises(ShapeError, match="compile-time constant"):
@@ -185,13 +183,11 @@ def test_pad_rejects_bad_paddings():
     with pytest.raises(ShapeError, match="int32 or int64"):
         definition.infer(pad_node(), [x, int_type], [None, np.zeros((2, 2), np.float32)])
     with pytest.raises(ShapeError, match="constant_values"):
-        registry.lookup("PadV2").infer(pad_node("PadV2"), [x, int_type, TensorType(())], [None, np.zeros((2, 2), np.int32), None])
+        lookup("PadV2").infer(pad_node("PadV2"), [x, int_type, TensorType(())], [None, np.zeros((2, 2), np.int32), None])
 
 
 def test_pad_lowering_without_constants_says_what_is_missing():
-    from polytf.ops.registry import ArrayRef, LoweringContext
-
-    definition = registry.lookup("Pad")
+    definition = lookup("Pad")
     x, y = ArrayRef("I", TensorType((2, 3))), ArrayRef("O", TensorType((4, 3)))
     with pytest.raises(ShapeError, match="compile-time value of its paddings input 'p:0'"):
         definition.lower(pad_node(), [x], [y], LoweringContext())
@@ -245,7 +241,7 @@ def test_avg_pool_reference_matches_tensorflow(rand, run_op, padding, ksize, str
 
 
 def test_avg_pool_rejects_bad_attrs():
-    definition = registry.lookup("AvgPool")
+    definition = lookup("AvgPool")
     with pytest.raises(ShapeError, match="AvgPool needs a rank-4"):
         definition.infer(avg_pool_node("SAME", 2, 2), [TensorType((4, 4, 1))], [None])
     with pytest.raises(ShapeError, match="does not fit"):

@@ -3,7 +3,7 @@ import pytest
 
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import lookup
 from polytf.ops.elementwise import broadcast_shapes
 
 BROADCAST_CASES = [
@@ -58,7 +58,7 @@ def test_bias_add_and_relu(rand, run_op):
 
 
 def test_bias_add_rejects_nchw_and_mismatch():
-    definition = registry.lookup("BiasAdd")
+    definition = lookup("BiasAdd")
     types = [TensorType((1, 3, 4, 4)), TensorType((3,))]
     with pytest.raises(ShapeError, match="NHWC"):
         definition.infer(Node("b", "BiasAdd", ("x:0", "b:0"), attrs={"data_format": "NCHW"}), types, [None, None])

@@ -1,5 +1,5 @@
 """ArgMax, ArgMin and OneHot: references against ``tf.raw_ops``, and frozen TensorFlow
-models in which they are compiled (the index-op expansion pass) and match TensorFlow."""
+models in which they are compiled (their expansion into compiled ops) and match TensorFlow."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import lookup
 
 
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
@@ -17,8 +17,8 @@ def test_arg_reference_matches_tensorflow(rng, op, shape, axis, output_type):
     tf = pytest.importorskip("tensorflow")
     x = rng.integers(-3, 3, size=shape).astype(np.float32)  # ties: the first index wins
     node = Node("a", op, ("x:0", "axis:0"), attrs={"output_type": output_type})
-    (types,) = registry.lookup(op).infer(node, [TensorType(shape), TensorType((), "int32")], [None, np.int32(axis)])
-    (expected,) = registry.lookup(op).reference(node, [x, np.int32(axis)])
+    (types,) = lookup(op).infer(node, [TensorType(shape), TensorType((), "int32")], [None, np.int32(axis)])
+    (expected,) = lookup(op).reference(node, [x, np.int32(axis)])
     actual = getattr(tf.raw_ops, op)(input=x, dimension=axis, output_type=tf.as_dtype(output_type)).numpy()
     np.testing.assert_array_equal(expected, actual)
     assert expected.dtype == np.dtype(output_type) and types == TensorType(actual.shape, output_type)
@@ -30,18 +30,18 @@ def test_one_hot_reference_matches_tensorflow(rng, axis):
     indices = rng.integers(-1, 6, size=(3, 4)).astype(np.int32)  # -1 and 5: rows of off_value
     node = Node("h", "OneHot", ("i:0", "d:0", "on:0", "off:0"), attrs={"axis": axis})
     inputs = [indices, np.int32(5), np.float32(2.5), np.float32(-1.0)]
-    (expected,) = registry.lookup("OneHot").reference(node, inputs)
+    (expected,) = lookup("OneHot").reference(node, inputs)
     actual = tf.raw_ops.OneHot(indices=indices, depth=5, on_value=np.float32(2.5), off_value=np.float32(-1.0), axis=axis).numpy()
     np.testing.assert_array_equal(expected, actual)
     types = [TensorType(np.shape(v), np.asarray(v).dtype.name) for v in inputs]
-    assert registry.lookup("OneHot").infer(node, types, [None, np.int32(5), None, None]) == (TensorType(actual.shape, "float32"),)
+    assert lookup("OneHot").infer(node, types, [None, np.int32(5), None, None]) == (TensorType(actual.shape, "float32"),)
 
 
 def test_one_hot_needs_a_constant_depth():
     node = Node("h", "OneHot", ("i:0", "d:0", "on:0", "off:0"))
     types = [TensorType((3,), "int32"), TensorType((), "int32"), TensorType(()), TensorType(())]
     with pytest.raises(ShapeError, match="depth .* must be a compile-time constant"):
-        registry.lookup("OneHot").infer(node, types, [None, None, None, None])
+        lookup("OneHot").infer(node, types, [None, None, None, None])
 
 
 def _freeze(tmp_path, function, specs):

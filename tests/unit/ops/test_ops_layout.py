@@ -10,7 +10,7 @@ from op_constants import run_op_with_constants
 
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import ELEMENTWISE, lookup
 
 # --- FusedBatchNormV3 -----------------------------------------------------------------------
 
@@ -37,7 +37,7 @@ def test_batch_norm_lowering_matches_reference(rand, run_op, op, shape):
     np.testing.assert_array_equal(expected[1], mean)
     np.testing.assert_array_equal(expected[2], variance)
     assert statement.iterators == ("d0", "d1", "d2", "d3") and not statement.is_reduction
-    assert registry.lookup(op).category == registry.ELEMENTWISE
+    assert lookup(op).category == ELEMENTWISE
 
 
 def test_batch_norm_reference_matches_tensorflow(rand, run_op):
@@ -55,7 +55,7 @@ def test_batch_norm_reference_matches_tensorflow(rand, run_op):
 
 
 def test_batch_norm_rejects_training_mode_and_bad_shapes():
-    definition = registry.lookup("FusedBatchNormV3")
+    definition = lookup("FusedBatchNormV3")
     types = [TensorType((1, 2, 2, 3))] + [TensorType((3,))] * 4
     with pytest.raises(ShapeError, match="is_training=True"):
         definition.infer(batch_norm_node(is_training=True), types, [None] * 5)
@@ -107,9 +107,9 @@ def test_concat_reference_matches_tensorflow(rand, shapes, axis):
 
 
 def test_concat_rejects_bad_inputs():
-    definition = registry.lookup("ConcatV2")
+    definition = lookup("ConcatV2")
     assert definition.data_input_indices(3) == (0, 1)
-    assert registry.lookup("Concat").data_input_indices(3) == (1, 2)
+    assert lookup("Concat").data_input_indices(3) == (1, 2)
     types = [TensorType((2, 3)), TensorType((2, 4)), TensorType((), "int32")]
     with pytest.raises(ShapeError, match="compile-time constant"):
         definition.infer(concat_node(2), types, [None, None, None])
@@ -151,7 +151,7 @@ def test_transpose_reference_matches_tensorflow(rand, shape, perm):
 
 
 def test_transpose_rejects_bad_perm():
-    definition = registry.lookup("Transpose")
+    definition = lookup("Transpose")
     types = [TensorType((2, 3, 4)), TensorType((3,), "int32")]
     with pytest.raises(ShapeError, match="compile-time constant"):
         definition.infer(transpose_node(), types, [None, None])

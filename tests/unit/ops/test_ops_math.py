@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polytf.graph import Node
-from polytf.ops import registry
+from polytf.ops import ELEMENTWISE, lookup
 from polytf.ops.binary_math import power
 from polytf.passes.identity_removal import remove_identities
 from polytf.poly.expression import Access, Load
@@ -59,7 +59,7 @@ def _tensorflow_binary(tf, op, a, b):
 def test_binary_reference_matches_tensorflow(rng, op, shapes):
     tf = pytest.importorskip("tensorflow")
     a, b = _binary_inputs(rng, op, *shapes)
-    (expected,) = registry.lookup(op).reference(Node("n", op, ("a:0", "b:0")), [a, b])
+    (expected,) = lookup(op).reference(Node("n", op, ("a:0", "b:0")), [a, b])
     actual = _tensorflow_binary(tf, op, a, b)
     assert expected.dtype == np.float32 and expected.shape == actual.shape
     # FloorMod: TensorFlow's fmod-based remainder and numpy's agree to a few ulp of |b|
@@ -97,7 +97,7 @@ def test_maximum_and_minimum_propagate_nan_as_tensorflow(run_op):
 
 def test_integer_constants_fold_with_tensorflow_semantics():
     x, y = np.array([7, -7, 7, -7], np.int32), np.array([2, 2, -2, -2], np.int32)
-    results = {op: registry.lookup(op).reference(Node("n", op, ("a:0", "b:0")), [x, y])[0] for op in ("Div", "FloorDiv", "FloorMod", "Maximum")}
+    results = {op: lookup(op).reference(Node("n", op, ("a:0", "b:0")), [x, y])[0] for op in ("Div", "FloorDiv", "FloorMod", "Maximum")}
     np.testing.assert_array_equal(results["Div"], [3, -3, -3, 3])  # toward zero
     np.testing.assert_array_equal(results["FloorDiv"], [3, -4, -4, 3])
     np.testing.assert_array_equal(results["FloorMod"], [1, 1, -1, -1])  # sign of the divisor
@@ -146,7 +146,7 @@ def test_pow_cube_of_negative_numbers_matches_tensorflow():
 def test_unary_reference_matches_tensorflow(rng, op):
     tf = pytest.importorskip("tensorflow")
     x = _unary_input(rng, op)
-    (expected,) = registry.lookup(op).reference(Node("n", op, ("x:0",)), [x])
+    (expected,) = lookup(op).reference(Node("n", op, ("x:0",)), [x])
     actual = getattr(tf.raw_ops, op)(**{_UNARY_ARGUMENT.get(op, "x"): x}).numpy()
     np.testing.assert_allclose(expected, actual, rtol=ULP, atol=1e-30)
 
@@ -156,7 +156,7 @@ def test_unary_lowering_matches_reference(rng, run_op, op):
     x = _unary_input(rng, op)
     (expected,), (got,), (statement,) = run_op(Node("n", op, ("x:0",)), [x])
     np.testing.assert_allclose(got, expected, rtol=2 * ULP, atol=1e-30)
-    assert registry.lookup(op).category == registry.ELEMENTWISE
+    assert lookup(op).category == ELEMENTWISE
 
 
 def test_leaky_relu_alpha_attribute(run_op):
@@ -172,7 +172,7 @@ def test_unary_edge_values_match_tensorflow():
     tf = pytest.importorskip("tensorflow")
     x = np.array([0.0, -0.0, -1.0, 1e-30, np.inf, -np.inf, 1e-7, -1e-7, 100.0, -100.0], np.float32)
     for op in ("Log", "Log1p", "Sign", "Softplus", "Elu", "Selu", "Softsign", "Abs"):
-        (expected,) = registry.lookup(op).reference(Node("n", op, ("x:0",)), [x])
+        (expected,) = lookup(op).reference(Node("n", op, ("x:0",)), [x])
         with np.errstate(invalid="ignore"):
             actual = getattr(tf.raw_ops, op)(**{_UNARY_ARGUMENT.get(op, "x"): x}).numpy()
         # TensorFlow's Elu/Selu compute exp(x) - 1 (absolute error up to an ulp of 1 near 0); polytf expm1(x)

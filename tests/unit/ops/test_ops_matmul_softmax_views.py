@@ -3,7 +3,7 @@ import pytest
 
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import NO_OUTPUT, SOURCE, VIEW, lookup, supported_ops
 
 
 @pytest.mark.parametrize("transpose_a", [False, True])
@@ -23,7 +23,7 @@ def test_matmul_lowering_and_tensorflow(rand, run_op, transpose_a, transpose_b):
 
 def test_matmul_rejects_inner_mismatch():
     with pytest.raises(ShapeError, match="inner"):
-        registry.lookup("MatMul").infer(
+        lookup("MatMul").infer(
             Node("mm", "MatMul", ("a:0", "b:0")), [TensorType((3, 4)), TensorType((5, 6))], [None, None]
         )
 
@@ -65,7 +65,7 @@ def test_softmax_reference_matches_tensorflow(rand, run_op, shape):
 
 def test_softmax_rejects_scalar():
     with pytest.raises(ShapeError, match="rank >= 1"):
-        registry.lookup("Softmax").infer(Node("sm", "Softmax", ("x:0",)), [TensorType(())], [None])
+        lookup("Softmax").infer(Node("sm", "Softmax", ("x:0",)), [TensorType(())], [None])
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_reshape(rand, run_op, in_shape, target, out_shape):
 
 
 def test_reshape_errors():
-    infer = registry.lookup("Reshape").infer
+    infer = lookup("Reshape").infer
     node = Node("r", "Reshape", ("x:0", "s:0"))
     x = TensorType((2, 3))
     with pytest.raises(ShapeError, match="compile-time constant"):
@@ -116,11 +116,11 @@ def test_squeeze(rand, run_op, in_shape, dims, out_shape):
 
 def test_squeeze_rejects_non_unit_dim():
     with pytest.raises(ShapeError, match="not 1"):
-        registry.lookup("Squeeze").infer(
+        lookup("Squeeze").infer(
             Node("s", "Squeeze", ("x:0",), attrs={"squeeze_dims": (1,)}), [TensorType((1, 3))], [None]
         )
     with pytest.raises(ShapeError, match="out of range"):
-        registry.lookup("Squeeze").infer(
+        lookup("Squeeze").infer(
             Node("s", "Squeeze", ("x:0",), attrs={"squeeze_dims": (2,)}), [TensorType((1, 3))], [None]
         )
 
@@ -132,13 +132,13 @@ def test_identity_noop_and_sources(rand, run_op):
     assert run_op(Node("n", "NoOp"), [], lower=False)[0] == ()
     value = np.arange(6, dtype=np.int32).reshape(2, 3)
     const = Node("c", "Const", attrs={"value": value, "dtype": "int32"})
-    assert registry.lookup("Const").infer(const, [], []) == (TensorType((2, 3), "int32"),)
-    np.testing.assert_array_equal(registry.lookup("Const").reference(const, [])[0], value)
+    assert lookup("Const").infer(const, [], []) == (TensorType((2, 3), "int32"),)
+    np.testing.assert_array_equal(lookup("Const").reference(const, [])[0], value)
     ph = Node("p", "Placeholder", attrs={"shape": (None, 4), "dtype": "float32"})
-    assert registry.lookup("Placeholder").infer(ph, [], []) == (TensorType((None, 4), "float32"),)
+    assert lookup("Placeholder").infer(ph, [], []) == (TensorType((None, 4), "float32"),)
     for op in ("Placeholder", "Const", "Identity", "Reshape", "Squeeze", "NoOp"):
-        assert registry.lookup(op).lower is None
-    assert registry.lookup("Reshape").data_inputs == (0,)
+        assert lookup(op).lower is None
+    assert lookup("Reshape").data_inputs == (0,)
 
 
 #: compute ops registered without a lowering on purpose (polytf.ops.top_k: a sort)
@@ -146,10 +146,10 @@ HOST_ONLY_OPS = {"TopKV2"}
 
 
 def test_every_definition_cites_its_source():
-    for op in registry.supported_ops():
-        definition = registry.lookup(op)
+    for op in supported_ops():
+        definition = lookup(op)
         assert definition.source.startswith("tensorflow/core/ops/"), op
-        emits_no_code = definition.category in (registry.SOURCE, registry.VIEW, registry.NO_OUTPUT)
+        emits_no_code = definition.category in (SOURCE, VIEW, NO_OUTPUT)
         if op in HOST_ONLY_OPS:  # a reference and no lowering: run on the host (polytf.lowering.host_fallback)
             assert definition.lower is None and not emits_no_code, op
         else:

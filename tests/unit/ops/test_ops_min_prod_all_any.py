@@ -11,6 +11,7 @@ from op_constants import run_op_with_constants
 
 from polytf.errors import ShapeError
 from polytf.graph import Node
+from polytf.ops import lookup
 
 CASES = [((3, 4, 5), [1], False), ((3, 4, 5), [0, 2], True), ((6,), [0], False), ((2, 3), [], True), ((2, 3, 4), [-1, 0], False)]
 
@@ -51,15 +52,13 @@ def test_all_any_references_match_tensorflow(op, shape, axes, keep_dims):
 
 
 def test_all_any_fold_through_their_reference():
-    from polytf.ops import registry
-
     value = np.asarray([[True, False], [True, True]])
     for op, expected in (("All", [False, True]), ("Any", [True, True])):
-        definition = registry.lookup(op)
+        definition = lookup(op)
         assert definition.foldable and definition.dtypes == ("bool",)
         np.testing.assert_array_equal(definition.reference(_node(op, False), [value, np.asarray([1], np.int32)])[0], expected)
     with pytest.raises(ShapeError, match="must be bool"):
-        registry.lookup("All").reference(_node("All", False), [np.ones((2, 2), np.float32), np.asarray([1], np.int32)])
+        lookup("All").reference(_node("All", False), [np.ones((2, 2), np.float32), np.asarray([1], np.int32)])
 
 
 @pytest.mark.parametrize("op", ["All", "Any"])

@@ -14,7 +14,7 @@ import polytf.compiler.model_builder as model_builder
 from polytf.config import MeasurementConfig
 from polytf.errors import IndexOutOfRangeError, ShapeError
 from polytf.graph import Node
-from polytf.ops import registry
+from polytf.ops import lookup
 from polytf.ops.comparison import COMPARISONS
 from polytf.runtime.cpu.argument_table import ArgumentTable
 from polytf.runtime.cpu.kernel_bench import KernelBench
@@ -80,7 +80,7 @@ def test_select_needs_a_bool_condition():
     from polytf.graph import TensorType
 
     with pytest.raises(ShapeError, match="must be bool"):
-        registry.lookup("SelectV2").infer(Node("s", "SelectV2", ("c:0", "t:0", "e:0")), [TensorType((3,), "float32")] * 3, [None] * 3)
+        lookup("SelectV2").infer(Node("s", "SelectV2", ("c:0", "t:0", "e:0")), [TensorType((3,), "float32")] * 3, [None] * 3)
 
 
 @pytest.mark.parametrize(("source", "destination"), [("float32", "int32"), ("float32", "int64"), ("int32", "float32"), ("int64", "int32"), ("float32", "bool"), ("bool", "float32"), ("int32", "bool")])

@@ -1,4 +1,4 @@
-"""Split, SplitV, Unpack (and the split rewriting pass) and MirrorPad: references against
+"""Split, SplitV, Unpack (and their expansion into Slices) and MirrorPad: references against
 TensorFlow, lowerings against the references, compiled kernels."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from op_constants import run_op_with_constants
 
 from polytf.errors import ShapeError
 from polytf.graph import Node
-from polytf.ops import registry
+from polytf.ops import lookup
+from polytf.passes.expansion import expand_ops
 from polytf.passes.fusion import resolve_view
-from polytf.passes.multi_output import split_multi_output_ops
 from polytf.passes.pipeline import optimize
 from polytf.poly.interpreter import interpret
 
@@ -97,13 +97,13 @@ def test_split_rewriting_matches_the_reference(op, axis, parts, data):
     count = parts if op != "Unpack" else shape[axis]
     used = sorted(data.draw(st.sets(st.integers(0, count - 1), min_size=1)))
     graph = _split_graph(op, shape, axis, parts, used)
-    rewritten, report = split_multi_output_ops(graph)
+    rewritten, report = expand_ops(graph)
     assert report.rewrites == 1
     assert not any(n.op == op for n in rewritten.nodes.values())
     assert sum(n.op == "Slice" for n in rewritten.nodes.values()) == len(used)
     x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
     values = _run_graph(rewritten, x)
-    definition = registry.lookup(op)
+    definition = lookup(op)
     node = graph.nodes["s"]
     inputs = [x if t == "x:0" else graph.constants[t] for t in node.inputs]
     parts_expected = definition.reference(node, inputs)
@@ -113,7 +113,7 @@ def test_split_rewriting_matches_the_reference(op, axis, parts, data):
 
 def test_split_without_the_pass_says_what_to_do():
     graph = _split_graph("Split", [2, 4], 1, 2, [1])
-    with pytest.raises(ShapeError, match="split_multi_output_ops"):
+    with pytest.raises(ShapeError, match="expand_ops"):
         kernels_of(graph)
 
 
@@ -180,11 +180,11 @@ def test_split_rewriting_keeps_graph_output_names():
     x = placeholder("x", (2, 6))
     nodes = [x, const("axis", np.int32(1)), Node("s", "Split", ("axis:0", "x:0"), attrs={"num_split": 3}), Node("exp", "Exp", ("s:2",))]
     # output 0 as a graph output: the node becomes an Identity of its Slice under the same name
-    rewritten, report = split_multi_output_ops(build_graph(nodes, ["s:0", "exp:0"]))
+    rewritten, report = expand_ops(build_graph(nodes, ["s:0", "exp:0"]))
     assert report.rewrites == 1 and rewritten.nodes["s"].op == "Identity"
     assert rewritten.nodes[rewritten.nodes["s"].inputs[0].split(":")[0]].op == "Slice"
     assert rewritten.types["s:0"].shape == (2, 2)
     # output 1 as a graph output keeps the node as it is (lowering then names the problem)
-    rewritten, report = split_multi_output_ops(build_graph(nodes, ["s:1", "exp:0"]))
+    rewritten, report = expand_ops(build_graph(nodes, ["s:1", "exp:0"]))
     assert report.rewrites == 0 and rewritten.nodes["s"].op == "Split"
     assert not report.changed

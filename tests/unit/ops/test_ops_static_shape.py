@@ -13,7 +13,7 @@ from polytf.config import MeasurementConfig
 from polytf.errors import ShapeError
 from polytf.graph import Graph, Node, TensorType
 from polytf.lowering.shape_inference import infer_types
-from polytf.ops import registry
+from polytf.ops import VIEW, ArrayRef, LoweringContext, lookup
 from polytf.ops.constant_inputs import FOLD_MAX_ELEMENTS
 from polytf.ops.gather import arithmetic_runs
 from polytf.runtime.cpu.kernel_bench import KernelBench
@@ -73,7 +73,7 @@ def test_strided_slice_random_specs_match_tensorflow():
     """Random begin/end/strides and masks: same values as TensorFlow, or both reject."""
     tf = pytest.importorskip("tensorflow")
     rng = np.random.default_rng(11)
-    definition = registry.lookup("StridedSlice")
+    definition = lookup("StridedSlice")
     compared = 0
     for _ in range(200):
         shape = tuple(int(d) for d in rng.integers(1, 5, size=rng.integers(1, 4)))
@@ -115,20 +115,20 @@ def test_strided_slice_rejects_bad_specs(begin, end, strides, masks, message):
     inputs = [TensorType((4, 3))] + [TensorType((len(v),), "int32") for v in (begin, end, strides)]
     constants = [None, np.array(begin, np.int32), np.array(end, np.int32), np.array(strides, np.int32)]
     with pytest.raises(ShapeError, match=message):
-        registry.lookup("StridedSlice").infer(_slice_node(**masks), inputs, constants)
+        lookup("StridedSlice").infer(_slice_node(**masks), inputs, constants)
 
 
 def test_strided_slice_needs_constant_bounds():
     inputs = [TensorType((4,))] + [TensorType((1,), "int32")] * 3
     with pytest.raises(ShapeError, match="compile-time constant"):
-        registry.lookup("StridedSlice").infer(_slice_node(), inputs, [None, None, np.array([1]), np.array([1])])
+        lookup("StridedSlice").infer(_slice_node(), inputs, [None, None, np.array([1]), np.array([1])])
 
 
 def test_strided_slice_lowering_without_constants_says_so():
     node = _slice_node()
-    x = registry.ArrayRef("X", TensorType((4,)))
+    x = ArrayRef("X", TensorType((4,)))
     with pytest.raises(ShapeError, match="compile-time value of its begin input 'begin:0'"):
-        registry.lookup("StridedSlice").lower(node, [x], [registry.ArrayRef("Y", TensorType((2,)))], registry.LoweringContext())
+        lookup("StridedSlice").lower(node, [x], [ArrayRef("Y", TensorType((2,)))], LoweringContext())
 
 
 # --- Pack --------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_pack_lowering_and_tensorflow(rand, shape, count, axis):
 
 
 def test_pack_rejects_mismatched_inputs_and_axis():
-    pack = registry.lookup("Pack")
+    pack = lookup("Pack")
     node = Node("pack", "Pack", ("a:0", "b:0"), attrs={"N": 2, "axis": 0})
     with pytest.raises(ShapeError, match="one shape"):
         pack.infer(node, [TensorType((2,)), TensorType((3,))], [None, None])
@@ -189,7 +189,7 @@ def test_arithmetic_runs():
 
 
 def test_gather_rejects_out_of_range_and_batch_dims():
-    gather = registry.lookup("GatherV2")
+    gather = lookup("GatherV2")
     node = Node("gather", "GatherV2", ("p:0", "i:0", "a:0"))
     types = [TensorType((4, 2)), TensorType((1,), "int32"), TensorType((), "int32")]
     with pytest.raises(ShapeError, match="in \\[0, 4\\)"):
@@ -205,7 +205,7 @@ def test_gather_rejects_out_of_range_and_batch_dims():
 def test_shape_reference_and_static_value(rand, out_type):
     x = rand(2, 3, 4)
     node = Node("shape", "Shape", ("x:0",), attrs={"out_type": out_type})
-    definition = registry.lookup("Shape")
+    definition = lookup("Shape")
     (value,) = definition.reference(node, [x])
     (static,) = definition.static_value(node, [TensorType((2, 3, 4))])
     assert value.dtype.name == static.dtype.name == out_type
@@ -219,14 +219,14 @@ def test_expand_dims(rand, run_op, shape, axis):
     x = rand(*shape)
     node = Node("e", "ExpandDims", ("x:0", "axis:0"))
     (expected,), _, _ = run_op(node, [x, np.int32(axis)], lower=False)
-    assert registry.lookup("ExpandDims").category == registry.VIEW
+    assert lookup("ExpandDims").category == VIEW
     tf = pytest.importorskip("tensorflow")
     np.testing.assert_array_equal(expected, tf.raw_ops.ExpandDims(input=x, axis=axis).numpy())
 
 
 def test_expand_dims_rejects_out_of_range_axis():
     with pytest.raises(ShapeError, match="out of range"):
-        registry.lookup("ExpandDims").infer(Node("e", "ExpandDims", ("x:0", "a:0")), [TensorType((3,)), TensorType((), "int32")], [None, np.int32(2)])
+        lookup("ExpandDims").infer(Node("e", "ExpandDims", ("x:0", "a:0")), [TensorType((3,)), TensorType((), "int32")], [None, np.int32(2)])
 
 
 @pytest.mark.parametrize("op", ["StopGradient", "Snapshot"])
@@ -234,7 +234,7 @@ def test_identity_views(rand, run_op, op):
     x = rand(2, 3)
     (expected,), _, _ = run_op(Node("v", op, ("x:0",)), [x], lower=False)
     np.testing.assert_array_equal(expected, x)
-    assert registry.lookup(op).category == registry.VIEW
+    assert lookup(op).category == VIEW
 
 
 # --- compile-time folding in shape inference ----------------------------------------------

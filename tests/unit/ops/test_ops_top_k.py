@@ -9,7 +9,7 @@ import pytest
 
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import lookup
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
@@ -20,7 +20,7 @@ def test_top_k_reference_matches_tensorflow(rng, dtype, shape, k, index_type):
     if dtype != "float32":
         x.reshape(-1)[:2] = [np.iinfo(dtype).min, np.iinfo(dtype).max]
     node = Node("t", "TopKV2", ("x:0", "k:0"), attrs={"index_type": index_type})
-    definition = registry.lookup("TopKV2")
+    definition = lookup("TopKV2")
     assert definition.lower is None
     types = definition.infer(node, [TensorType(shape, dtype), TensorType((), "int32")], [None, np.int32(k)])
     values, indices = definition.reference(node, [x, np.int32(k)])
@@ -31,7 +31,7 @@ def test_top_k_reference_matches_tensorflow(rng, dtype, shape, k, index_type):
 
 
 def test_top_k_refuses_k_outside_the_row_and_a_run_time_k():
-    definition = registry.lookup("TopKV2")
+    definition = lookup("TopKV2")
     node = Node("t", "TopKV2", ("x:0", "k:0"))
     types = [TensorType((2, 4)), TensorType((), "int32")]
     with pytest.raises(ShapeError, match="k = 5 is outside \\[0, 4\\]"):

@@ -16,7 +16,7 @@ from op_constants import run_op_with_constants
 from polytf.config import MeasurementConfig
 from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
-from polytf.ops import registry
+from polytf.ops import ELEMENTWISE, lookup
 from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
@@ -59,7 +59,7 @@ def test_unary_lowering_matches_reference(rng, run_op, op, shape):
     np.testing.assert_allclose(expected, _formula(op, x), rtol=2e-7, atol=1e-30)
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-30)
     assert len(statements) == 1 and statements[0].iterators == tuple(f"d{i}" for i in range(len(shape)))
-    assert registry.lookup(op).category == registry.ELEMENTWISE
+    assert lookup(op).category == ELEMENTWISE
 
 
 def test_relu6_clamps_both_sides(run_op):
@@ -82,8 +82,8 @@ def test_unary_extremes_in_reference(run_op):
 
 def test_neg_and_square_fold_integer_constants():
     x = np.array([3, -4], dtype=np.int32)
-    (neg,) = registry.lookup("Neg").reference(Node("n", "Neg", ("x:0",)), [x])
-    (square,) = registry.lookup("Square").reference(Node("s", "Square", ("x:0",)), [x])
+    (neg,) = lookup("Neg").reference(Node("n", "Neg", ("x:0",)), [x])
+    (square,) = lookup("Square").reference(Node("s", "Square", ("x:0",)), [x])
     assert neg.dtype == np.int32 and square.dtype == np.int32
     np.testing.assert_array_equal(neg, [-3, 4])
     np.testing.assert_array_equal(square, [9, 16])
@@ -91,7 +91,7 @@ def test_neg_and_square_fold_integer_constants():
 
 def test_unary_rejects_two_inputs():
     with pytest.raises(ShapeError, match="takes 1 input"):
-        registry.lookup("Exp").infer(Node("e", "Exp", ("a:0", "b:0")), [TensorType((2,)), TensorType((2,))], [None, None])
+        lookup("Exp").infer(Node("e", "Exp", ("a:0", "b:0")), [TensorType((2,)), TensorType((2,))], [None, None])
 
 
 # --- SquaredDifference -------------------------------------------------------------------
@@ -156,7 +156,7 @@ def test_reduction_axes_from_shapes_without_constants(rand, run_op):
 
 def test_reduction_errors():
     node = Node("s", "Sum", ("x:0", "axes:0"), attrs={"keep_dims": False})
-    infer = registry.lookup("Sum").infer
+    infer = lookup("Sum").infer
     x = TensorType((2, 3))
     with pytest.raises(ShapeError, match="compile-time constant"):
         infer(node, [x, TensorType((1,), "int32")], [None, None])
@@ -169,10 +169,10 @@ def test_reduction_errors():
 def test_integer_reductions_fold_like_tensorflow():
     x = np.array([[1, 2], [3, -4]], dtype=np.int32)
     node = Node("m", "Mean", ("x:0", "a:0"), attrs={"keep_dims": False})
-    (mean,) = registry.lookup("Mean").reference(node, [x, np.int32(1)])
+    (mean,) = lookup("Mean").reference(node, [x, np.int32(1)])
     assert mean.dtype == np.int32
     np.testing.assert_array_equal(mean, [1, 0])  # truncation toward zero: -1/2 -> 0
-    (total,) = registry.lookup("Sum").reference(Node("s", "Sum", ("x:0", "a:0")), [x, np.array([0, 1], np.int32)])
+    (total,) = lookup("Sum").reference(Node("s", "Sum", ("x:0", "a:0")), [x, np.array([0, 1], np.int32)])
     assert total == 2 and total.dtype == np.int32
 
 
@@ -185,10 +185,10 @@ def _cast(source, destination):
 
 def test_cast_reference_truncates_toward_zero():
     x = np.array([-2.7, -0.5, 0.5, 2.7, 3.0], dtype=np.float32)
-    (y,) = registry.lookup("Cast").reference(_cast("float32", "int32"), [x])
+    (y,) = lookup("Cast").reference(_cast("float32", "int32"), [x])
     assert y.dtype == np.int32
     np.testing.assert_array_equal(y, [-2, 0, 0, 2, 3])
-    (z,) = registry.lookup("Cast").reference(_cast("int32", "float32"), [np.array([7, -8], np.int32)])
+    (z,) = lookup("Cast").reference(_cast("int32", "float32"), [np.array([7, -8], np.int32)])
     assert z.dtype == np.float32
     np.testing.assert_array_equal(z, [7.0, -8.0])
 
@@ -205,11 +205,11 @@ def test_cast_folds_constants_and_copies_float32(rand, run_op):
 
 
 def test_cast_of_run_time_float64_names_the_node():
-    assert registry.lookup("Cast").infer(_cast("float32", "int32"), [TensorType((2,))], [None]) == (TensorType((2,), "int32"),)
+    assert lookup("Cast").infer(_cast("float32", "int32"), [TensorType((2,))], [None]) == (TensorType((2,), "int32"),)
     with pytest.raises(ShapeError, match="Cast node 'c' converts a run-time tensor from float64 to float32"):
-        registry.lookup("Cast").infer(_cast("float64", "float32"), [TensorType((2,), "float64")], [None])
+        lookup("Cast").infer(_cast("float64", "float32"), [TensorType((2,), "float64")], [None])
     with pytest.raises(ShapeError, match="SrcT=int32"):
-        registry.lookup("Cast").infer(_cast("int32", "float32"), [TensorType((2,))], [None])
+        lookup("Cast").infer(_cast("int32", "float32"), [TensorType((2,))], [None])
 
 
 # --- against TensorFlow ---------------------------------------------------------------------
@@ -221,25 +221,25 @@ def test_references_match_tensorflow(rng):
     for op in UNARY:
         x = _unary_input(rng, op, (4, 33))
         x[0, :6] = [0.0, -0.0, 30.0, -30.0, 5.5, -5.5] if op not in ("Sqrt", "Rsqrt") else [0.1, 1e-6, 30.0, 1e6, 5.5, 2.0]
-        (ours,) = registry.lookup(op).reference(Node("n", op, ("x:0",)), [x])
+        (ours,) = lookup(op).reference(Node("n", op, ("x:0",)), [x])
         theirs = getattr(tf.raw_ops, op)(x=x).numpy() if op != "Relu6" else tf.raw_ops.Relu6(features=x).numpy()
         np.testing.assert_allclose(ours, theirs, rtol=2e-6, atol=1e-7, err_msg=op)
     a, b = rng.standard_normal((3, 1, 5)).astype(np.float32), rng.standard_normal((4, 1)).astype(np.float32)
-    (ours,) = registry.lookup("SquaredDifference").reference(Node("n", "SquaredDifference", ("a:0", "b:0")), [a, b])
+    (ours,) = lookup("SquaredDifference").reference(Node("n", "SquaredDifference", ("a:0", "b:0")), [a, b])
     np.testing.assert_allclose(ours, tf.raw_ops.SquaredDifference(x=a, y=b).numpy(), rtol=1e-6)
     for op in ("Sum", "Mean", "Max"):
         for shape, axes, keep in REDUCTION_CASES:
             x = rng.standard_normal(shape).astype(np.float32)
             indices = np.asarray(axes, dtype=np.int32)
-            (ours,) = registry.lookup(op).reference(Node("n", op, ("x:0", "a:0"), attrs={"keep_dims": keep}), [x, indices])
+            (ours,) = lookup(op).reference(Node("n", op, ("x:0", "a:0"), attrs={"keep_dims": keep}), [x, indices])
             theirs = getattr(tf.raw_ops, op)(input=x, axis=indices, keep_dims=keep).numpy()
             assert ours.shape == theirs.shape, (op, shape, axes)
             np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6, err_msg=f"{op} {shape} {axes}")
     integers = np.array([[1, 2, 7], [3, -4, -6]], dtype=np.int32)
-    (ours,) = registry.lookup("Mean").reference(Node("n", "Mean", ("x:0", "a:0")), [integers, np.int32(1)])
+    (ours,) = lookup("Mean").reference(Node("n", "Mean", ("x:0", "a:0")), [integers, np.int32(1)])
     np.testing.assert_array_equal(ours, tf.raw_ops.Mean(input=integers, axis=1).numpy())
     floats = np.array([-2.7, -0.5, 0.5, 2.7, 1e5], dtype=np.float32)
-    (ours,) = registry.lookup("Cast").reference(_cast("float32", "int32"), [floats])
+    (ours,) = lookup("Cast").reference(_cast("float32", "int32"), [floats])
     np.testing.assert_array_equal(ours, tf.raw_ops.Cast(x=floats, DstT=tf.int32).numpy())
 
 

@@ -1,4 +1,4 @@
-"""Evaluate a graph node by node with the op registry's numpy references (the test
+"""Evaluate a graph node by node with the op table's numpy references (the test
 oracle of the graph-pass tests: a pass must not change a graph's values)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from polytf.graph import Graph
-from polytf.ops import registry
+from polytf.ops import lookup
 
 
 def evaluate(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -18,7 +18,7 @@ def evaluate(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndar
         if node.op == "Placeholder":
             values[node.output(0)] = np.asarray(feeds[node.name], dtype=np.float32)
             continue
-        definition = registry.lookup(node.op)
+        definition = lookup(node.op)
         assert definition is not None, f"no reference for {node.op}"
         results = definition.reference(node, [values[t] for t in node.inputs])
         for port, result in enumerate(results):

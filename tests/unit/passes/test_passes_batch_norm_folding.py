@@ -9,7 +9,7 @@ from graph_evaluation import assert_same_values, assert_types_consistent, ops_of
 from hand_built_graphs import const, placeholder
 
 from polytf.graph import Node
-from polytf.ops import registry
+from polytf.ops import lookup
 from polytf.passes.batch_norm_folding import fold_batch_norms
 from polytf.passes.pipeline import optimize
 
@@ -48,7 +48,7 @@ def _feeds(shape=(1, 6, 5, 3)):
 
 @pytest.fixture(autouse=True)
 def _needs_rsqrt():
-    if registry.lookup("Rsqrt") is None:
+    if lookup("Rsqrt") is None:
         pytest.skip("Rsqrt is not registered yet")
 
 
