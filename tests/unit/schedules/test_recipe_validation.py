@@ -16,7 +16,8 @@ from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, avx2_target, ho
 
 from polytf.errors import ScheduleError
 from polytf.graph import Node
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, schedule_scop

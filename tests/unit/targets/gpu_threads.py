@@ -21,8 +21,9 @@ import numpy as np
 
 from polytf.schedules.builder import ScheduledScop, build_ast
 from polytf.targets.cpu import CpuTarget
-from polytf.targets.llvm_codegen import I8_POINTER, I64, MEMORY_TYPES
+from polytf.targets.llvm_codegen import I8_POINTER
 from polytf.targets.nvptx_codegen import NvptxModuleBuilder
+from polytf.targets.statement_codegen import I64, MEMORY_TYPES
 
 BARRIER = ctypes.CFUNCTYPE(None)
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), BARRIER)
