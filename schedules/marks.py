@@ -56,7 +56,7 @@ class _EncodedMark:
         return isl.Id(self.name())
 
     @classmethod
-    def from_id(cls, identifier: isl.Id):
+    def from_id(cls, identifier: isl.Id) -> Mark | None:
         """The mark an id encodes, or None when it is not a mark of this class."""
         mark = decode_mark(identifier.get_name())
         return mark if isinstance(mark, cls) else None

@@ -11,6 +11,7 @@ from gpu_threads import verify_on_threads
 from hand_built_graphs import GRAPHS, graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from roundtrip import LEGAL, roundtrip
 
 from polytf.errors import CodegenError, CompileError
 from polytf.schedules.gpu_search_space import GpuSearchSpace
@@ -177,8 +178,6 @@ def batched_conv():
 )
 def test_batched_convolution_on_cpu_threads_and_in_the_loop_form(batched_conv, recipe):
     assert verify_on_threads(batched_conv, recipe) < 1e-4
-    from roundtrip import LEGAL, roundtrip
-
     result = roundtrip(batched_conv, recipe, threads=1)
     assert result.verdict == LEGAL and result.error is None
 
