@@ -605,7 +605,7 @@ def _maps(union: isl.UnionMap) -> list[isl.Map]:
 
 def _copy_phase(prepared: Scop, copy: Statement) -> tuple[isl.Schedule, GpuLaunch]:
     """A data-layout copy (zero-padding, im2col) as a launch of its own before the kernel's
-    (a grid-wide barrier between them: the stream's order): its ``d*`` dimensions mapped as
+    (a grid-wide barrier between them: the stream's order): its output dimensions mapped as
     the GPU search space's default maps an element-wise kernel."""
     from polytf.schedules.gpu_search_space import GpuSearchSpace
 
