@@ -114,7 +114,7 @@ def analytic_blocking(
     (the one the register tile vectorises).
 
     Args:
-        anchor: the kernel's anchor statement (iterators ``d0..`` then ``r*``).
+        anchor: the kernel's anchor statement (output iterators, then reduction iterators).
         depth: depth of the shared outer band (the ``d`` dimensions that can be tiled).
         lanes: float32 lanes of a vector register.
         registers: vector registers.

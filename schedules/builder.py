@@ -64,6 +64,7 @@ from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
 from polytf.schedules.gpu_mapping import GpuLaunch, map_to_gpu
+from polytf.schedules.legality import check_legality
 from polytf.schedules.marks import MicrokernelMark, ParallelMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
@@ -80,17 +81,24 @@ class InnerBand:
         microkernel_reductions: reduction points inside the micro-kernel (anchor only).
         microkernel_registers: register-tile points, innermost (anchor only; empty when
             the recipe has no register tile).
+        register_sizes: the register tile of each of ``microkernel_registers``.
     """
 
     band: tuple[str, ...]
     microkernel_reductions: tuple[str, ...] = ()
     microkernel_registers: tuple[str, ...] = ()
+    register_sizes: tuple[int, ...] = ()
+
+    def microkernel_mark(self) -> MicrokernelMark:
+        """The mark above the micro-kernel: register sizes and the statement iterators they
+        tile, outer first (e.g. ``"microkernel 6x16 d0,d1"``)."""
+        return MicrokernelMark(self.register_sizes, self.microkernel_registers)
 
 
 def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> InnerBand:
     """The inner band (and micro-kernel bands) of ``statement`` under a normalised recipe."""
     depth = shared_band_depth(scop)
-    tiled_shared = [f"d{k}" for k in range(depth) if recipe.tile_sizes[k] > 0]
+    tiled_shared = [statement.iterators[k] for k in range(depth) if recipe.tile_sizes[k] > 0]
     own = list(statement.iterators[depth:])
     in_band = set(tiled_shared + own)
     if statement.name != anchor_statement(scop).name:  # by name: the analyses are memoised per equal Scop
@@ -99,7 +107,7 @@ def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> Inne
     for iterator, size in zip(statement.reduction_iterators, recipe.reduction_tile_sizes):
         if size > 0:
             expressions.append(f"floor(({iterator})/{size})")
-    register = {f"d{k}": size for k, size in enumerate(recipe.register_tile_sizes) if size}
+    register = {statement.iterators[k]: size for k, size in enumerate(recipe.register_tile_sizes) if size}
     if not register:
         return InnerBand(tuple(expressions + [it for it in recipe.point_order if it in in_band]))
     reductions = set(statement.reduction_iterators)
@@ -114,19 +122,8 @@ def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> Inne
         # Register points in the statement's own order: the innermost output dimension is the
         # contiguous one, which the micro-kernel vectorises.
         tuple(it for it in statement.iterators if it in register),
+        tuple(register[it] for it in statement.iterators if it in register),
     )
-
-
-def inner_band_expressions(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> list[str]:
-    """All inner schedule expressions of ``statement`` (outermost first)."""
-    band = inner_band(scop, statement, recipe)
-    return list(band.band + band.microkernel_reductions + band.microkernel_registers)
-
-
-def microkernel_mark(recipe: ScheduleRecipe, registers: tuple[str, ...]) -> MicrokernelMark:
-    """The mark above a micro-kernel: register sizes and the statement iterators they tile,
-    outer first (e.g. ``"microkernel 6x16 d0,d1"``)."""
-    return MicrokernelMark(tuple(recipe.register_tile_sizes[int(it[1:])] for it in registers), tuple(registers))
 
 
 def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> isl.ScheduleNode:
@@ -137,7 +134,7 @@ def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, reci
         node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.band])).child(0)
         levels += 1
     if band.microkernel_registers:
-        node = node.insert_mark(microkernel_mark(recipe, band.microkernel_registers).to_id()).child(0)
+        node = node.insert_mark(band.microkernel_mark().to_id()).child(0)
         levels += 1
         if band.microkernel_reductions:
             node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
@@ -158,7 +155,7 @@ def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
         outer = []
         for k in recipe.tile_order:
             size = recipe.tile_sizes[k]
-            outer.append((lambda s, k=k, size=size: f"floor((d{k})/{size})") if size > 0 else (lambda s, k=k: f"d{k}"))
+            outer.append((lambda s, k=k, size=size: f"floor(({s.iterators[k]})/{size})") if size > 0 else (lambda s, k=k: s.iterators[k]))
         node = node.insert_partial_schedule(partial_schedule(statements, outer))
         for position in range(depth):
             node = node.band_member_set_coincident(position, True)
@@ -305,8 +302,6 @@ def schedule_scop(
     except isl.Error as error:
         raise ScheduleError(f"kernel {scop.name}: isl could not build the schedule for recipe {recipe.to_json()}: {error}") from None
     if check:
-        from polytf.schedules.legality import check_legality
-
         check_legality(prepared, result)
     return ScheduledScop(prepared, recipe, result, ahead)
 

@@ -30,11 +30,12 @@ from functools import lru_cache
 import islpy as isl
 
 from polytf.errors import ScheduleError
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Expr, FloorDiv, Load, Modulo
+from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
+from polytf.poly.expression import Access, Binary, Constant, Expr, Load
 from polytf.poly.scop import ArrayInfo, Scop
-from polytf.poly.statement import Statement
+from polytf.poly.statement import CopyKind, IteratorRole, Statement
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.structure import COPY_OP, anchor_statement, shared_band_depth
+from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 SCRATCH = "scratch"
 #: Algorithms of a contraction's anchor statement: as written, or im2col + GEMM.
@@ -57,7 +58,7 @@ def apply_data_layout(scop: Scop, recipe: ScheduleRecipe) -> Scop:
         return scop
     if recipe.algorithm not in ALGORITHMS:
         raise ScheduleError(f"kernel {scop.name}: unknown algorithm {recipe.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-    if any(s.op == COPY_OP for s in scop.statements):
+    if any(s.copy_kind is CopyKind.DATA_LAYOUT for s in scop.statements):
         raise ScheduleError(f"kernel {scop.name}: data-layout transformations were already applied")
     copies: list[Statement] = []
     arrays = list(scop.arrays)
@@ -84,6 +85,13 @@ def _copy_statement_name(copies: list[Statement]) -> str:
     return f"C{len(copies)}"
 
 
+def anchor_roles(anchor: Statement, iterators: tuple[str, ...]) -> tuple[IteratorRole, ...]:
+    """The roles of ``iterators`` (some of the anchor's) in ``anchor``: a copy statement over
+    them keeps them (e.g. an im2col copy's reduction iterators stay sequential loops when it
+    is a GPU launch of its own)."""
+    return tuple(anchor.roles[anchor.iterators.index(it)] for it in iterators)
+
+
 def _replace_load(expr: Expr, old: Access, new: Access) -> Expr:
     if isinstance(expr, Load):
         return Load(new) if expr.access == old else expr
@@ -102,7 +110,7 @@ def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, valu
     if iterators is None:
         raise ScheduleError(f"kernel {scop.name}: cannot pack {name}: its index {access} is not a permutation of loop iterators")
     depth = shared_band_depth(scop)
-    register = {f"d{k}": size for k, size in enumerate(recipe.register_tile_sizes[:depth]) if size}
+    register = {anchor.iterators[k]: size for k, size in enumerate(recipe.register_tile_sizes[:depth]) if size}
     ordered = [it for it in anchor.iterators if it in iterators]
     tiled = [it for it in ordered if it in register]
     if not tiled:
@@ -123,7 +131,8 @@ def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, valu
         Access(packed_name, index),
         Load(access),
         node=anchor.node,
-        op=COPY_OP,
+        roles=anchor_roles(anchor, copy_iterators),
+        copy_kind=CopyKind.DATA_LAYOUT,
     )
     if not _reads_inside(copy, access, source):
         raise ScheduleError(
@@ -216,7 +225,10 @@ def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement],
     shape = tuple(extents[it] for it in iterators)
     arrays.append(ArrayInfo(gathered, shape, source.dtype, SCRATCH, f"{source.tensor} (im2col)"))
     target = Access.of(gathered, *iterators)
-    copies.append(Statement(_copy_statement_name(copies), iterators, shape, target, Load(access), node=anchor.node, op=COPY_OP))
+    copy = Statement(
+        _copy_statement_name(copies), iterators, shape, target, Load(access), node=anchor.node, roles=anchor_roles(anchor, iterators), copy_kind=CopyKind.DATA_LAYOUT
+    )
+    copies.append(copy)
     return _replace_load(value, access, target)
 
 
@@ -287,7 +299,7 @@ def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: li
                 Constant(0.0),
                 constraints=(f"({halo})",),
                 node=anchor.node,
-                op=COPY_OP,
+                copy_kind=CopyKind.DATA_LAYOUT,
             )
         )
         copies.append(
@@ -298,7 +310,7 @@ def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: li
                 Access.of(padded_name, *(AffineExpr.combine((1, it), constant=-lo) for it, lo in zip(iterators, lows))),
                 Load(Access.of(access.array, *iterators)),
                 node=anchor.node,
-                op=COPY_OP,
+                copy_kind=CopyKind.DATA_LAYOUT,
             )
         )
         shifted = Access(padded_name, tuple(i + (-lo) for i, lo in zip(access.index, lows)))

@@ -52,25 +52,17 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from polytf.errors import ScheduleError
-from polytf.poly.expression import Access, AffineExpr, Load, Modulo
+from polytf.poly.affine import AffineExpr, Modulo
+from polytf.poly.expression import Access, Load
 from polytf.poly.scop import ArrayInfo, Scop
-from polytf.poly.statement import Statement
-from polytf.schedules.data_layout import SCRATCH, _replace_load, apply_data_layout, plain_iterators
+from polytf.poly.statement import CopyKind, Statement
+from polytf.schedules.data_layout import SCRATCH, _replace_load, anchor_roles, apply_data_layout, plain_iterators
+from polytf.schedules.legality import check_legality, dependences_of
 from polytf.schedules.marks import HARDWARE_DIMENSIONS, BarrierMark, GpuMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
 from polytf.schedules.tree_nodes import insert_statement_sequence, partial_schedule, union_domain
 from polytf.schedules.validation import round_up
-
-#: op of the copy statements that stage an operand in shared memory
-SHARED_COPY_OP = "polytf.shared_copy"
-#: op of the statements that load an accumulator into registers and store it back
-PRIVATE_COPY_OP = "polytf.private_copy"
-#: op a data-layout copy takes in the one-statement Scop of its own launch
-COPY_PHASE_OP = "polytf.copy_phase"
-#: CUDA grids and blocks have x, y and z; the shared dimensions beyond the innermost two
-#: share z when there are more than three (they are folded into one block coordinate)
-MAPPED_DIMENSIONS = 3
 
 
 @dataclass(frozen=True)
@@ -155,13 +147,15 @@ class GpuTiles:
     ``B``, thread tile ``T`` (``B`` a multiple of ``T``) and hardware dimension (``x`` the
     innermost, ``y`` the next, ``z`` the others). When more than one dimension is on ``z``
     they are *folded*: one block coordinate ``sum(floor(d_k / B_k) * stride_k)``, and each
-    thread computes the whole block tile along them (``T = B``)."""
+    thread computes the whole block tile along them (``T = B``). ``iterators[k]`` is the
+    output iterator of shared dimension ``k`` (the same in every statement of the band)."""
 
     mapped: tuple[int, ...]
     block_tiles: tuple[int, ...]
     thread_tiles: tuple[int, ...]
     hardware: tuple[str, ...]
     extents: tuple[int, ...] = ()
+    iterators: tuple[str, ...] = ()
 
     @property
     def folded(self) -> bool:
@@ -188,7 +182,7 @@ class GpuTiles:
         counts = self.block_counts()
         terms, stride = [], 1
         for k in reversed(on_z):
-            terms.append((f"d{k}", self.block_tiles[k], stride))
+            terms.append((self.iterators[k], self.block_tiles[k], stride))
             stride *= counts[k]
         return tuple(reversed(terms))
 
@@ -216,7 +210,8 @@ def gpu_tiles(scop: Scop, recipe: ScheduleRecipe) -> GpuTiles:
     extent) covers the extent, rounded up to the thread tile; a folded dimension's thread
     tile is its block tile."""
     depth = shared_band_depth(scop)
-    extents = tuple(int(e) for e in anchor_statement(scop).extents[:depth])
+    anchor = anchor_statement(scop)
+    extents = tuple(int(e) for e in anchor.extents[:depth])
     hardware = hardware_of(depth)
     folded = hardware.count("z") > 1
     block_tiles, thread_tiles = [], []
@@ -230,7 +225,7 @@ def gpu_tiles(scop: Scop, recipe: ScheduleRecipe) -> GpuTiles:
             block = round_up(extents[k], thread) if size == 0 or size >= extents[k] else size
         block_tiles.append(block)
         thread_tiles.append(thread)
-    return GpuTiles(tuple(range(depth)), tuple(block_tiles), tuple(thread_tiles), hardware, extents)
+    return GpuTiles(tuple(range(depth)), tuple(block_tiles), tuple(thread_tiles), hardware, extents, anchor.iterators[:depth])
 
 
 def stageable_operands(scop: Scop) -> tuple[str, ...]:
@@ -275,14 +270,14 @@ def _point_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe, tiles:
     """The statement's loops inside its thread: its points of the mapped dimensions and its
     own iterators (the anchor's in ``point_order``)."""
     depth = shared_band_depth(scop)
-    inside = [f"d{k}" for k in tiles.mapped] + list(statement.iterators[depth:])
+    inside = [tiles.iterators[k] for k in tiles.mapped] + list(statement.iterators[depth:])
     if statement.name == anchor_statement(scop).name:
         return [it for it in recipe.point_order if it in inside]
     return inside
 
 
 def _thread_expressions(tiles: GpuTiles) -> list[str]:
-    return [f"floor(d{k}/{tiles.thread_tiles[k]}) - {tiles.threads[k]}*floor(d{k}/{tiles.block_tiles[k]})" for k in tiles.threaded]
+    return [f"floor({tiles.iterators[k]}/{tiles.thread_tiles[k]}) - {tiles.threads[k]}*floor({tiles.iterators[k]}/{tiles.block_tiles[k]})" for k in tiles.threaded]
 
 
 def _block_expressions(tiles: GpuTiles) -> tuple[list[str], tuple[str, ...]]:
@@ -293,7 +288,7 @@ def _block_expressions(tiles: GpuTiles) -> tuple[list[str], tuple[str, ...]]:
         hardware.append("z")
     for k in tiles.mapped:
         if not (tiles.folded and tiles.hardware[k] == "z"):
-            members.append(f"floor(d{k}/{tiles.block_tiles[k]})")
+            members.append(f"floor({tiles.iterators[k]}/{tiles.block_tiles[k]})")
             hardware.append(tiles.hardware[k])
     return members, tuple(hardware)
 
@@ -380,7 +375,7 @@ def _stage(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles, arrays: list[Arr
     (access,) = {a for a in anchor.value.loads() if a.array == array}
     iterators = plain_iterators(access)
     extents = dict(zip(anchor.iterators, anchor.extents))
-    mapped = dict(zip((f"d{k}" for k in tiles.mapped), tiles.block_tiles))
+    mapped = dict(zip((tiles.iterators[k] for k in tiles.mapped), tiles.block_tiles))
     reduction_tiles = dict(zip(anchor.reduction_iterators, recipe.reduction_tile_sizes))
     kinds, shape = [], []
     for it in iterators:
@@ -395,7 +390,7 @@ def _stage(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles, arrays: list[Arr
         else:
             kinds.append(("id", 0))
             shape.append(int(scop.array(array).shape[len(kinds) - 1]))
-    x_dimension = f"d{tiles.mapped[-1]}" if tiles.mapped else None
+    x_dimension = tiles.iterators[tiles.mapped[-1]] if tiles.mapped else None
     if len(shape) > 1 and shape[-1] % 32 == 0 and x_dimension in iterators[:-1]:
         # consecutive threads (x) read down a column: a padded row puts them in different
         # banks. (Along a row they read consecutive words, or one word: no conflict, and
@@ -412,7 +407,8 @@ def _stage(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles, arrays: list[Arr
         Access(shared.name, tuple(_local_index(k, n) for k, n in zip(kinds, names))),
         Load(Access(array, tuple(AffineExpr.of(n) for n in names))),
         node=anchor.node,
-        op=SHARED_COPY_OP,
+        roles=anchor_roles(anchor, tuple(iterators)),
+        copy_kind=CopyKind.SHARED_MEMORY,
     )
     copies.append(copy)
     redirected = Access(shared.name, tuple(_local_index(k, it) for k, it in zip(kinds, iterators)))
@@ -468,7 +464,7 @@ def _copy_threads(staging: _Staging, tiles: GpuTiles) -> tuple[list[str], list[s
     return threads, sequential, tuple(hardware), tuple(coordinates)
 
 
-def _graft_copies(schedule: isl.Schedule, scop: Scop, anchor: Statement, stagings: list[_Staging], redirected_anchor: Statement, tiles: GpuTiles) -> tuple[isl.Schedule, list[StatementMapping]]:
+def _graft_copies(schedule: isl.Schedule, anchor: Statement, stagings: list[_Staging], tiles: GpuTiles) -> tuple[isl.Schedule, list[StatementMapping]]:
     """Graft the copy statements before the barrier-marked compute of the anchor: an
     extension ``{ [outer schedule] -> Stage[a] : a read by the anchor there }`` (the
     footprint, as PPCG's ``add_copies_group``), a barrier after the copies."""
@@ -524,20 +520,20 @@ def _promote_accumulator(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles) ->
     names = plain_iterators(anchor.write)
     if not (any(recipe.reduction_tile_sizes) and anchor.is_reduction and names is not None):
         return scop, ()
-    if sorted(names) != [f"d{k}" for k in range(depth)] or scop.array(anchor.write.array).dtype != "float32":
+    shared = anchor.iterators[:depth]
+    if sorted(names) != sorted(shared) or scop.array(anchor.write.array).dtype != "float32":
         return scop, ()
     source = scop.array(anchor.write.array)
     private = ArrayInfo(f"{source.name}_private", source.shape, source.dtype, SCRATCH, f"{source.tensor} (registers)")
     access = Access(private.name, anchor.write.index)
-    shared = tuple(f"d{k}" for k in range(depth))
     extents = anchor.extents[:depth]
-    load = Statement("PrivateLoad", shared, extents, access, Load(anchor.write), node=anchor.node, op=PRIVATE_COPY_OP)
-    store = Statement("PrivateStore", shared, extents, anchor.write, Load(access), node=anchor.node, op=PRIVATE_COPY_OP)
-    rewritten = Statement(anchor.name, anchor.iterators, anchor.extents, access, _replace_load(anchor.value, anchor.write, access), anchor.constraints, anchor.node, anchor.op)
+    load = Statement("PrivateLoad", shared, extents, access, Load(anchor.write), node=anchor.node, copy_kind=CopyKind.PRIVATE)
+    store = Statement("PrivateStore", shared, extents, anchor.write, Load(access), node=anchor.node, copy_kind=CopyKind.PRIVATE)
+    rewritten = replace(anchor, write=access, value=_replace_load(anchor.value, anchor.write, access))
     statements = []
     for statement in scop.statements:
         statements += [load, rewritten, store] if statement.name == anchor.name else [statement]
-    thread_tiles = dict(zip((f"d{k}" for k in tiles.mapped), tiles.thread_tiles))
+    thread_tiles = dict(zip((tiles.iterators[k] for k in tiles.mapped), tiles.thread_tiles))
     tile = tuple(thread_tiles.get(name, 1) for name in names)
     return Scop(scop.name, tuple(statements), (*scop.arrays, private), scop.ops), ((private.name, tile),)
 
@@ -555,11 +551,11 @@ class GpuSchedule:
 def _mappings(statements, tiles: GpuTiles) -> list[StatementMapping]:
     """Block and thread coordinates of statements mapped by ``tiles``."""
     blocks = tuple(
-        HardwareCoordinate("z", folded=tiles.folded_terms()) if tiles.folded and h == "z" else HardwareCoordinate(h, f"d{k}", 0, b)
+        HardwareCoordinate("z", folded=tiles.folded_terms()) if tiles.folded and h == "z" else HardwareCoordinate(h, tiles.iterators[k], 0, b)
         for k, b, h in zip(tiles.mapped, tiles.block_tiles, tiles.hardware)
         if not (tiles.folded and h == "z" and k != tiles.mapped[0])
     )
-    threads = tuple(HardwareCoordinate(tiles.hardware[k], f"d{k}", tiles.block_tiles[k], tiles.thread_tiles[k]) for k in tiles.threaded)
+    threads = tuple(HardwareCoordinate(tiles.hardware[k], tiles.iterators[k], tiles.block_tiles[k], tiles.thread_tiles[k]) for k in tiles.threaded)
     return [StatementMapping(statement.name, blocks, threads) for statement in statements]
 
 
@@ -574,10 +570,9 @@ def check_thread_locality(scop: Scop, tiles: GpuTiles) -> None:
     Raises:
         ScheduleError: naming the dependence kind, the statements and one instance pair.
     """
-    from polytf.schedules.legality import dependences_of
-
     statements = main_statements(scop)
-    coordinates = [f"floor(d{k}/{tiles.block_tiles[k]})" for k in tiles.mapped] + [f"floor(d{k}/{tiles.thread_tiles[k]})" for k in tiles.threaded]
+    shared = tiles.iterators
+    coordinates = [f"floor({shared[k]}/{tiles.block_tiles[k]})" for k in tiles.mapped] + [f"floor({shared[k]}/{tiles.thread_tiles[k]})" for k in tiles.threaded]
     if not coordinates:
         return
     pieces = "; ".join(f"{s.name}[{', '.join(s.iterators)}] -> [{', '.join(coordinates)}]" for s in statements)
@@ -610,11 +605,11 @@ def _maps(union: isl.UnionMap) -> list[isl.Map]:
 
 def _copy_phase(prepared: Scop, copy: Statement) -> tuple[isl.Schedule, GpuLaunch]:
     """A data-layout copy (zero-padding, im2col) as a launch of its own before the kernel's
-    (a grid-wide barrier between them: the stream's order): its ``d*`` dimensions mapped as
+    (a grid-wide barrier between them: the stream's order): its output dimensions mapped as
     the GPU search space's default maps an element-wise kernel."""
     from polytf.schedules.gpu_search_space import GpuSearchSpace
 
-    alone = replace(copy, op=COPY_PHASE_OP)  # a main statement of its own Scop (same name and domain)
+    alone = replace(copy, copy_kind=CopyKind.PROLOGUE)  # a main statement of its own Scop (same name and domain)
     phase = Scop(f"{prepared.name}_{copy.name}", (alone,), prepared.arrays, prepared.ops)
     recipe = GpuSearchSpace.for_scop(phase).default_recipe()
     tiles = gpu_tiles(phase, recipe)
@@ -641,8 +636,6 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
     except isl.Error as error:
         raise ScheduleError(f"kernel {scop.name}: isl could not build the GPU schedule for recipe {recipe.to_json()}: {error}") from None
     if check:
-        from polytf.schedules.legality import check_legality
-
         check_legality(prepared, schedule)
         main = Scop(prepared.name, main_statements(prepared), prepared.arrays, prepared.ops)
         check_thread_locality(main, tiles)
@@ -661,9 +654,9 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
             (access,) = {a for a in anchor.value.loads() if a.array == array}
             value = _replace_load(value, access, redirected)
             stagings.append(staging)
-        rewritten = Statement(anchor.name, anchor.iterators, anchor.extents, anchor.write, value, anchor.constraints, anchor.node, anchor.op)
+        rewritten = replace(anchor, value=value)
         try:
-            schedule, copy_mappings = _graft_copies(schedule, prepared, anchor, stagings, rewritten, tiles)
+            schedule, copy_mappings = _graft_copies(schedule, anchor, stagings, tiles)
         except isl.Error as error:
             raise ScheduleError(f"kernel {scop.name}: isl could not graft the shared-memory copies of recipe {recipe.to_json()}: {error}") from None
         mappings += copy_mappings
@@ -700,9 +693,6 @@ def shared_array_bytes(array: ArrayInfo) -> int:
 
 
 __all__ = [
-    "SHARED_COPY_OP",
-    "PRIVATE_COPY_OP",
-    "MAPPED_DIMENSIONS",
     "HardwareCoordinate",
     "StatementMapping",
     "GpuLaunch",

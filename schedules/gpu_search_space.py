@@ -90,7 +90,7 @@ class GpuSearchSpace(DimensionChoices):
         stageable = stageable_operands(scop) if all(a.dtype == "float32" for a in scop.arrays) else ()
         for array in stageable:
             dims.append((f"shared_{array}", (False, True)))
-        dims.append(("point_order", _point_orders(anchor.iterators)))
+        dims.append(("point_order", _point_orders(anchor)))
         dims.append(("unroll", UNROLL_COUNTS))
         float_only = all(a.dtype == "float32" for a in scop.arrays)
         # zero-padding and im2col: a copy launch before the kernel's

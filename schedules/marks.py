@@ -40,8 +40,30 @@ BARRIER = "barrier"
 HARDWARE_DIMENSIONS = ("x", "y", "z")
 
 
+def ast_iterators(dimensions: tuple[int, ...]) -> tuple[str, ...]:
+    """The names isl's AST generator gives the loops of schedule dimensions ``dimensions``
+    (``c{k}``, isl's default iterator prefix)."""
+    return tuple(f"c{k}" for k in dimensions)
+
+
+class _EncodedMark:
+    """A mark whose id's name encodes it (:meth:`name`, decoded by :func:`decode_mark`)."""
+
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def to_id(self) -> isl.Id:
+        return isl.Id(self.name())
+
+    @classmethod
+    def from_id(cls, identifier: isl.Id) -> Mark | None:
+        """The mark an id encodes, or None when it is not a mark of this class."""
+        mark = decode_mark(identifier.get_name())
+        return mark if isinstance(mark, cls) else None
+
+
 @dataclass(frozen=True)
-class MicrokernelMark:
+class MicrokernelMark(_EncodedMark):
     """The register tile below the mark: ``register_sizes[i]`` points of statement
     iterator ``iterators[i]`` (outermost first; the last one is vectorised).
 
@@ -54,18 +76,9 @@ class MicrokernelMark:
     def name(self) -> str:
         return f"{MICROKERNEL} {'x'.join(map(str, self.register_sizes))} {','.join(self.iterators)}"
 
-    def to_id(self) -> isl.Id:
-        return isl.Id(self.name())
-
-    @staticmethod
-    def from_id(identifier: isl.Id) -> MicrokernelMark | None:
-        """The mark an id encodes, or None when it is not a micro-kernel mark."""
-        mark = decode_mark(identifier.get_name())
-        return mark if isinstance(mark, MicrokernelMark) else None
-
 
 @dataclass(frozen=True)
-class ParallelMark:
+class ParallelMark(_EncodedMark):
     """The band below the mark has members at schedule dimensions ``dimensions`` whose loops
     may run in parallel (AST iterators ``c{k}``); the code generator distributes the
     outermost loop of these that isl generates, in each part of the code under the mark.
@@ -78,23 +91,14 @@ class ParallelMark:
     @property
     def iterators(self) -> tuple[str, ...]:
         """Names isl's AST generator gives the loops of these schedule dimensions."""
-        return tuple(f"c{k}" for k in self.dimensions)
+        return ast_iterators(self.dimensions)
 
     def name(self) -> str:
         return f"{PARALLEL} {','.join(self.iterators)}"
 
-    def to_id(self) -> isl.Id:
-        return isl.Id(self.name())
-
-    @staticmethod
-    def from_id(identifier: isl.Id) -> ParallelMark | None:
-        """The mark an id encodes, or None when it is not a parallel mark."""
-        mark = decode_mark(identifier.get_name())
-        return mark if isinstance(mark, ParallelMark) else None
-
 
 @dataclass(frozen=True)
-class GpuMark:
+class GpuMark(_EncodedMark):
     """The band below maps its members at schedule dimensions ``dimensions`` to the blocks
     (``kind == "blocks"``: ``blockIdx``) or threads (``kind == "threads"``: ``threadIdx``)
     of a CUDA launch, member ``dimensions[i]`` to hardware dimension ``hardware[i]``.
@@ -109,7 +113,7 @@ class GpuMark:
     @property
     def iterators(self) -> tuple[str, ...]:
         """Names isl's AST generator gives the loops of these schedule dimensions."""
-        return tuple(f"c{k}" for k in self.dimensions)
+        return ast_iterators(self.dimensions)
 
     def hardware_of(self, iterator: str) -> str | None:
         """The hardware dimension (``"x"``, ``"y"``, ``"z"``) AST iterator ``iterator`` is
@@ -123,19 +127,13 @@ class GpuMark:
         prefix = GPU_BLOCKS if self.kind == "blocks" else GPU_THREADS
         return f"{prefix} {','.join(f'{it}:{hw}' for it, hw in zip(self.iterators, self.hardware))}"
 
-    def to_id(self) -> isl.Id:
-        return isl.Id(self.name())
-
 
 @dataclass(frozen=True)
-class BarrierMark:
+class BarrierMark(_EncodedMark):
     """After the subtree below, every thread of the block waits for the others."""
 
     def name(self) -> str:
         return BARRIER
-
-    def to_id(self) -> isl.Id:
-        return isl.Id(self.name())
 
 
 Mark = MicrokernelMark | ParallelMark | GpuMark | BarrierMark

@@ -36,8 +36,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from polytf.poly.expression import AffineExpr
+from polytf.poly.affine import AffineExpr
 from polytf.poly.scop import Scop
+from polytf.poly.statement import Statement
 from polytf.schedules.analytic_recipe import AnalyticBlocking, CacheSizes, analytic_blocking
 from polytf.schedules.data_layout import can_zero_pad, im2col_applies, packable_operands
 from polytf.schedules.legality import carries_no_dependence
@@ -89,9 +90,10 @@ def _order_text(order) -> str:
     return ",".join(str(x) for x in order)
 
 
-def _point_orders(iterators: tuple[str, ...]) -> tuple[str, ...]:
-    outputs = [it for it in iterators if it.startswith("d")]
-    reductions = [it for it in iterators if not it.startswith("d")]
+def _point_orders(anchor: Statement) -> tuple[str, ...]:
+    iterators = anchor.iterators
+    outputs = list(anchor.output_iterators)
+    reductions = list(anchor.reduction_iterators)
     if len(iterators) <= 4:
         orders = [o for o in itertools.permutations(iterators) if [it for it in o if it in reductions] == reductions]
     else:
@@ -174,7 +176,7 @@ class SearchSpace(DimensionChoices):
             # a tiled inner reduction as a reversed dependence).
             extent = extents[anchor.iterators.index(iterator)]
             dims.append((f"reduction_tile_{iterator}", tile_choices(extent, minimum=8) if position == 0 else (0,)))
-        dims.append(("point_order", _point_orders(anchor.iterators)))
+        dims.append(("point_order", _point_orders(anchor)))
         dims.append(("vector_width", VECTOR_WIDTHS))
         dims.append(("unroll", UNROLL_COUNTS))
         parallel_ok = threads > 1 and depth > 0 and any(coincident)
@@ -232,6 +234,11 @@ class SearchSpace(DimensionChoices):
             params["pack"] = "panels" if "panels" in self.choices("pack") else "none"
         return params
 
+    def _shared_iterators(self) -> list[str]:
+        """The output iterators of the shared dimensions, outermost first: the first
+        ``depth`` iterators of the anchor's own loop order (the first point order)."""
+        return str(self.choices("point_order")[0]).split(",")[: self.depth]
+
     def recipe(self, params: dict) -> ScheduleRecipe:
         """The recipe for one assignment of every dimension."""
         tiles = [int(params[f"tile_d{k}"]) for k in range(self.depth)]
@@ -249,9 +256,10 @@ class SearchSpace(DimensionChoices):
                     tiles[k] = max(size, tile // size * size)
         pack: tuple[str, ...] = ()
         mode = str(params.get("pack", "none"))
-        tiled = {f"d{k}" for k, size in enumerate(registers) if size}
+        shared = self._shared_iterators()
+        tiled = {shared[k] for k, size in enumerate(registers) if size}
         if mode != "none" and tiled:
-            last = f"d{self.depth - 1}"
+            last = shared[self.depth - 1]
             for array, iterators in self.packable:
                 if mode == "all" and tiled & set(iterators) or mode == "panels" and last in iterators and last in tiled:
                     pack += (array,)
@@ -325,7 +333,7 @@ class SearchSpace(DimensionChoices):
         not offered)."""
         params = self._plain_params()
         natural = str(self.choices("point_order")[0]).split(",")  # the anchor's iterators, in order
-        outputs = [it for it in natural if it.startswith("d")]
+        outputs = [it for it in natural if it not in self.reduction_iterators]
         if self.reduction_iterators and outputs:
             inner = _order_text([*outputs[:-1], *self.reduction_iterators, outputs[-1]])
             if inner in self.choices("point_order"):
@@ -345,7 +353,7 @@ class SearchSpace(DimensionChoices):
             # outer loops: innermost output dimension outermost, so that one packed panel of
             # the vectorised operand stays in L1/L2 across the register tiles of a cache tile
             # (the jr-outside-ir order of BLIS)
-            outputs = [f"d{k}" for k in range(self.depth)]
+            outputs = self._shared_iterators()
             blis = ",".join([outputs[-1], *outputs[:-1], *self.reduction_iterators])
             base["point_order"] = blis if blis in orders else orders[0]
             for r in self.reduction_iterators[:1]:
@@ -365,7 +373,7 @@ class SearchSpace(DimensionChoices):
                 params["algorithm"] = "im2col"
                 result.append(self.recipe(params))
         orders = self.choices("point_order")
-        preferred = [o for o in orders if o.split(",")[-1].startswith("d")]
+        preferred = [o for o in orders if o.split(",")[-1] not in self.reduction_iterators]
         for order in preferred[-2:] + preferred[:1]:
             for width in (8, 16):
                 params = self._plain_params()
@@ -396,7 +404,7 @@ def _blocking(scop: Scop, anchor, depth: int, lanes: int, registers: int, caches
     if depth == 0 or (anchor.constraints and not can_zero_pad(scop)):
         return None  # a window-guarded domain that cannot be padded into a box stays plain
     vectorised, others = [], []
-    last, rows = f"d{depth - 1}", {f"d{k}" for k in range(depth - 1)}
+    last, rows = anchor.iterators[depth - 1], set(anchor.iterators[: depth - 1])
     for array in dict.fromkeys(access.array for access in anchor.value.loads() if access.array != anchor.write.array):
         info = scop.array(array)
         size = math.prod(info.shape) * 4

@@ -1,9 +1,11 @@
 """Structure of a fusion group's loop nest: the shared outer band and the anchor.
 
-Statements follow the iterator convention of :mod:`polytf.poly.statement`: ``d*``
-iterators index the written tensor, ``r*`` are reductions. Statements of one fusion
-group that start with the same ``d0..d{p-1}`` over the same extents can share an outer
-band of depth ``p`` (producer-consumer fusion at the granularity of output elements).
+Statements of one fusion group whose leading iterators are output iterators
+(:attr:`polytf.poly.statement.IteratorRole.OUTPUT`) of the same names over the same
+extents can share an outer band over them (producer-consumer fusion at the granularity of
+output elements). The data-layout copy statements the schedules add
+(:attr:`polytf.poly.statement.CopyKind.DATA_LAYOUT`) run before the loop nest and take no
+part in it.
 
 Every function is memoised per Scop (Scops are immutable values), so that the schedule
 builder may ask for the anchor of each statement's band without quadratic cost.
@@ -14,43 +16,33 @@ from __future__ import annotations
 from functools import lru_cache
 
 from polytf.poly.scop import Scop
-from polytf.poly.statement import Statement
-
-#: ``Statement.op`` of the copy statements added by data-layout transformations
-#: (:mod:`polytf.schedules.data_layout`); they run before the loop nest.
-COPY_OP = "polytf.copy"
+from polytf.poly.statement import CopyKind, IteratorRole, Statement
 
 
 @lru_cache(maxsize=1024)
 def main_statements(scop: Scop) -> tuple[Statement, ...]:
     """The statements of the fusion group itself (without data-layout copy statements)."""
-    return tuple(s for s in scop.statements if s.op != COPY_OP)
+    return tuple(s for s in scop.statements if s.copy_kind is not CopyKind.DATA_LAYOUT)
 
 
 @lru_cache(maxsize=1024)
 def copy_statements(scop: Scop) -> tuple[Statement, ...]:
     """The data-layout copy statements, in program order."""
-    return tuple(s for s in scop.statements if s.op == COPY_OP)
+    return tuple(s for s in scop.statements if s.copy_kind is CopyKind.DATA_LAYOUT)
 
 
 @lru_cache(maxsize=1024)
 def shared_band_depth(scop: Scop) -> int:
-    """Largest ``p`` such that every statement's first ``p`` iterators are
-    ``d0..d{p-1}`` with identical extents."""
+    """Largest ``p`` such that every main statement's first ``p`` iterators are output
+    iterators, the same names in every statement, with identical extents."""
     statements = main_statements(scop)
-    depth = min(len(s.output_iterators) for s in statements)
+    depth = min(len(s.iterators) for s in statements)
     for p in range(depth):
         names = {s.iterators[p] for s in statements}
         extents = {s.extents[p] for s in statements}
-        if names != {f"d{p}"} or len(extents) != 1:
+        if any(s.roles[p] is not IteratorRole.OUTPUT for s in statements) or len(names) != 1 or len(extents) != 1:
             return p
     return depth
-
-
-def shared_extents(scop: Scop) -> tuple[int, ...]:
-    """Extents of the shared band's dimensions."""
-    depth = shared_band_depth(scop)
-    return tuple(main_statements(scop)[0].extents[:depth])
 
 
 @lru_cache(maxsize=1024)

@@ -30,6 +30,8 @@ from functools import lru_cache
 import numpy as np
 from llvmlite import ir
 
+from polytf.targets.cpu import CpuTarget
+
 __all__ = ["CacheFlusher", "cache_flusher", "cache_flush_ir", "FUNCTION_NAME", "CACHE_LINE_BYTES"]
 
 #: Name of the generated function: ``void cache_flush(i8 *address, i64 bytes)``.
@@ -104,8 +106,6 @@ _LOCK = threading.Lock()
 
 @lru_cache(maxsize=1)
 def _host_flusher() -> CacheFlusher:
-    from polytf.targets.cpu import CpuTarget
-
     return CacheFlusher(CpuTarget())
 
 

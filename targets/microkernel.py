@@ -15,11 +15,11 @@ loops; the innermost register dimension is cut into LLVM vectors of ``width`` la
 ``Ra * Rb / width`` accumulators are loaded before the reduction loops, kept in
 registers (entry-block slots that SROA promotes), and stored after them. Each read is a
 vector load (stride 1 along the vector lanes), a broadcast (stride 0) or a gather
-(otherwise), decided at generation time from linear forms of the addresses
-(:mod:`polytf.targets.linear_form`).
+(otherwise), decided at generation time from the addresses as affine expressions of the
+loop iterators (:mod:`polytf.poly.affine`).
 
 When the subtree does not have that shape (a guard, a bound that depends on a reduction
-loop, a non-linear index), :func:`emit_microkernel` returns False and the generic
+loop, a non-affine index), :func:`emit_microkernel` returns False and the generic
 emitter handles it. A register tile that is only partly inside the domain (the last tile
 of an extent that is not a multiple of it) is chosen at run time: cut short only in its
 vector dimension, it runs with masked vectors (``llvm.masked.load``/``store``), or one
@@ -35,14 +35,11 @@ from dataclasses import dataclass
 import islpy as isl
 import llvmlite.ir as ir
 
+from polytf.poly.affine import AffineExpr, affine_of_ast, index_affine
 from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
 from polytf.schedules.marks import MicrokernelMark, mark_of
-from polytf.targets.linear_form import LinearForm, index_form, linear_form_of_ast
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
-
-I64 = ir.IntType(64)
-I32 = ir.IntType(32)
-F32 = ir.FloatType()
+from polytf.targets.statement_codegen import F32, I32, I64
 
 #: Unary ops emitted as LLVM vector intrinsics (exp, tanh, sigmoid, erf, erfc come from
 #: :mod:`polytf.targets.math_functions`).
@@ -62,7 +59,7 @@ _VECTOR_INTRINSICS = {
 @dataclass(frozen=True)
 class _RegisterLoop:
     iterator: str
-    start: LinearForm
+    start: AffineExpr
     size: int
 
 
@@ -74,13 +71,13 @@ def _register_tiles(mark: isl.AstNode) -> list[tuple[int, str]]:
     return list(zip(decoded.register_sizes, decoded.iterators))
 
 
-def _trip_form(loop: isl.AstNode) -> tuple[LinearForm, LinearForm, isl.AstExpr] | None:
-    """``(start, trip count, upper bound expression)``; the trip count is a linear form
-    when the bound is linear, else the bound is returned for a run-time check."""
+def _trip_form(loop: isl.AstNode) -> tuple[AffineExpr, AffineExpr, isl.AstExpr] | None:
+    """``(start, trip count, upper bound expression)``; the trip count is an affine
+    expression when the bound is affine, else the bound is returned for a run-time check."""
     iterator = loop.for_get_iterator().get_id().get_name()
-    increment = linear_form_of_ast(loop.for_get_inc(), {})
-    start = linear_form_of_ast(loop.for_get_init(), {})
-    if increment is None or increment != LinearForm.of_constant(1) or start is None:
+    increment = affine_of_ast(loop.for_get_inc(), {})
+    start = affine_of_ast(loop.for_get_init(), {})
+    if increment is None or increment != AffineExpr.of(1) or start is None:
         return None
     condition = loop.for_get_cond()
     if condition.get_type() != isl.ast_expr_type.op:
@@ -92,7 +89,7 @@ def _trip_form(loop: isl.AstNode) -> tuple[LinearForm, LinearForm, isl.AstExpr] 
     if condition.op_get_arg(0).id_get_id().get_name() != iterator:
         return None
     upper = condition.op_get_arg(1)
-    bound = linear_form_of_ast(upper, {})
+    bound = affine_of_ast(upper, {})
     if bound is None:
         return start, None, upper
     trip = bound - start + (1 if op == T.le else 0)
@@ -140,10 +137,10 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
         # A start or bound that names an iterator inside the tile, such as min(6*c4 + 5,
         # 111 - c7/2) (a strided convolution whose padding taps are cut from the domain),
         # changes the tile's row count inside the reduction, which a register tile cannot follow.
-        if start.names() & tile_names or _identifiers(upper) & tile_names:
+        if set(start.iterators) & tile_names or _identifiers(upper) & tile_names:
             return False
         if trip is not None:
-            if trip != LinearForm.of_constant(size):
+            if trip != AffineExpr.of(size):
                 if trip.is_constant:
                     return False
                 runtime_checks.append((len(registers), start, trip, None, size))
@@ -166,7 +163,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     # statement iterator, or the subtree is not the expected micro-kernel.
     for (_, name), register in zip(tiles, registers):
         position = statement.iterators.index(name) if name in statement.iterators else -1
-        if position < 0 or linear_form_of_ast(arguments[position], {}) != LinearForm.of_name(register.iterator):
+        if position < 0 or affine_of_ast(arguments[position], {}) != AffineExpr.of(register.iterator):
             return False
 
     emitter = _Microkernel(generator, statement, arguments, registers, reduction_loops, env)
@@ -294,10 +291,10 @@ def _emit_masked(emitter: _Microkernel, count: ir.Value) -> None:
 
 def _column_emitter(generator, statement, arguments, registers, reduction_loops, env):
     """The micro-kernel of one column ``start + t`` of a cut-short tile (``t`` in
-    ``[0, size)``, a loop of its own), or None when its addresses are not linear."""
+    ``[0, size)``, a loop of its own), or None when its addresses are not affine."""
     last = registers[-1]
     offset = generator.opaque_name()
-    column = _RegisterLoop(last.iterator, last.start + LinearForm.of_name(offset), 1)
+    column = _RegisterLoop(last.iterator, last.start + AffineExpr.of(offset), 1)
     generator.loop_ranges[offset] = (0, last.size - 1)
     emitter = _Microkernel(generator, statement, arguments, registers[:-1] + [column], reduction_loops, env)
     return (emitter, offset) if emitter.analyse() else (None, offset)
@@ -340,28 +337,28 @@ class _Microkernel:
         self.masking: tuple[ir.Value, int] | None = None
 
     # -- analysis ------------------------------------------------------------------------
-    def _iterator_forms(self, offsets: tuple[int, ...]) -> dict[str, LinearForm] | None:
+    def _iterator_forms(self, offsets: tuple[int, ...]) -> dict[str, AffineExpr] | None:
         forms = {r.iterator: r.start + offset for r, offset in zip(self.registers, offsets)}
         result = {}
         for name, argument in zip(self.statement.iterators, self.arguments):
-            form = linear_form_of_ast(argument, forms)
+            form = affine_of_ast(argument, forms)
             if form is None:
                 return None
             result[name] = form
         return result
 
-    def _offset_form(self, access, iterator_forms: dict[str, LinearForm]) -> LinearForm | None:
+    def _offset_form(self, access, iterator_forms: dict[str, AffineExpr]) -> AffineExpr | None:
         strides = self.g.strides[access.array]
-        total = LinearForm()
+        total = AffineExpr()
         for index, stride in zip(access.index, strides):
-            form = index_form(index, iterator_forms, self.g._range_of)
+            form = index_affine(index, iterator_forms, self.g._range_of)
             if form is None:
                 return None
-            total = total + form.scaled(stride)
+            total = total + form * stride
         return total
 
     def analyse(self) -> bool:
-        """Check addresses are linear; pick the vector width."""
+        """Check addresses are affine; pick the vector width."""
         zero = tuple(0 for _ in self.registers)
         forms = self._iterator_forms(zero)
         if forms is None:
@@ -371,7 +368,7 @@ class _Microkernel:
             if self._offset_form(access, forms) is None:
                 return False
         write_form = self._offset_form(self.statement.write, forms)
-        if write_form.names() & set(self.reduction_names):
+        if set(write_form.iterators) & set(self.reduction_names):
             return False  # the accumulator would move inside the reduction loops
         last = self.registers[-1].size
         requested = self.g.vector_width if self.g.vector_width > 0 else self.g.native_vector_width
@@ -383,7 +380,7 @@ class _Microkernel:
         if width > 1:
             step = tuple(0 for _ in self.registers[:-1]) + (1,)
             next_forms = self._iterator_forms(step)
-            if next_forms is None or self._offset_form(self.statement.write, next_forms) - write_form != LinearForm.of_constant(1):
+            if next_forms is None or self._offset_form(self.statement.write, next_forms) - write_form != AffineExpr.of(1):
                 width = 1
         self.width = width
         ranges = [range(r.size) for r in self.registers[:-1]] + [range(0, last, width)]
@@ -397,7 +394,7 @@ class _Microkernel:
         for access in self.statement.value.loads():
             lanes = self._lane_forms(access, zero)
             differences = {lanes[i + 1] - lanes[i] for i in range(self.width - 1)}
-            if differences not in ({LinearForm.of_constant(1)}, {LinearForm()}):
+            if differences not in ({AffineExpr.of(1)}, {AffineExpr()}):
                 return False
         return True
 
@@ -449,17 +446,17 @@ class _Microkernel:
     def vector_type(self) -> ir.Type:
         return F32 if self.width == 1 else ir.VectorType(F32, self.width)
 
-    def _pointer(self, array: str, form: LinearForm, env) -> ir.Value:
+    def _pointer(self, array: str, form: AffineExpr, env) -> ir.Value:
         return self.g.builder.gep(self.g.pointers[array], [self.g.materialize(form, env)], inbounds=True)
 
-    def _lane_forms(self, access, point: tuple[int, ...]) -> list[LinearForm]:
+    def _lane_forms(self, access, point: tuple[int, ...]) -> list[AffineExpr]:
         key = (access, point, self.width)
         cached = self.form_cache.get(key)
         if cached is None:
             cached = self.form_cache[key] = self._compute_lane_forms(access, point)
         return cached
 
-    def _compute_lane_forms(self, access, point: tuple[int, ...]) -> list[LinearForm]:
+    def _compute_lane_forms(self, access, point: tuple[int, ...]) -> list[AffineExpr]:
         result = []
         for lane in range(self.width):
             offsets = point[:-1] + (point[-1] + lane,)
@@ -530,10 +527,10 @@ class _Microkernel:
             value = b.load(self._pointer(access.array, lanes[0], env), align=4)
         else:
             differences = {lanes[i + 1] - lanes[i] for i in range(self.width - 1)}
-            if differences == {LinearForm.of_constant(1)}:
+            if differences == {AffineExpr.of(1)}:
                 pointer = b.bitcast(self._pointer(access.array, lanes[0], env), self.vector_type.as_pointer())
                 value = self._vector_load(pointer, mask)
-            elif differences == {LinearForm()}:
+            elif differences == {AffineExpr()}:
                 value = self._splat(b.load(self._pointer(access.array, lanes[0], env), align=4))
             else:
                 value = ir.Constant(self.vector_type, ir.Undefined)

@@ -39,11 +39,12 @@ import islpy as isl
 import llvmlite.ir as ir
 
 from polytf.errors import CodegenError
+from polytf.poly.affine import AffineExpr, affine_of_ast
 from polytf.poly.scop import Scop
 from polytf.schedules.gpu_mapping import SHARED_ALIGNMENT, GpuLaunch, HardwareCoordinate, shared_array_bytes
 from polytf.schedules.marks import BarrierMark, GpuMark, mark_of
-from polytf.targets.linear_form import LinearForm, linear_form_of_ast
-from polytf.targets.llvm_codegen import F32, I32, I64, MEMORY_TYPES, KernelModuleBuilder, _children
+from polytf.targets.llvm_codegen import KernelModuleBuilder, _children
+from polytf.targets.statement_codegen import F32, I32, I64, MEMORY_TYPES
 
 #: address spaces of NVPTX (LLVM NVPTX usage guide, "Address Spaces")
 GLOBAL, SHARED = 1, 3
@@ -245,7 +246,7 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         if added:
             bound.discard(hardware)
 
-    def _emit_unrolled(self, node: isl.AstNode, iterator: str, trips: tuple[int, LinearForm, bool], env: dict[str, ir.Value]) -> None:
+    def _emit_unrolled(self, node: isl.AstNode, iterator: str, trips: tuple[int, AffineExpr, bool], env: dict[str, ir.Value]) -> None:
         """A loop of at most ``count`` iterations from ``start`` inside a thread (a thread
         tile's points, a short filter row; :func:`bounded_trip_count`), emitted ``count``
         times with the iterator ``start + offset``, each copy guarded by the loop's own
@@ -314,19 +315,19 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         return value
 
 
-def _linear_parts(expression: isl.AstExpr, combiner) -> list[LinearForm] | None:
-    """The linear forms of ``expression`` (one), or of the arguments of a ``combiner``
-    (``max``/``min``) node; None when one is not linear."""
+def _affine_parts(expression: isl.AstExpr, combiner) -> list[AffineExpr] | None:
+    """``expression`` as an affine expression (one), or the arguments of a ``combiner``
+    (``max``/``min``) node; None when one is not affine."""
     if expression.get_type() == isl.ast_expr_type.op and expression.op_get_type() == combiner:
-        parts = [linear_form_of_ast(expression.op_get_arg(i), {}) for i in range(expression.op_get_n_arg())]
+        parts = [affine_of_ast(expression.op_get_arg(i), {}) for i in range(expression.op_get_n_arg())]
     else:
-        parts = [linear_form_of_ast(expression, {})]
+        parts = [affine_of_ast(expression, {})]
     return None if any(p is None for p in parts) else parts
 
 
-def bounded_trip_count(node: isl.AstNode) -> tuple[int, LinearForm, bool] | None:
+def bounded_trip_count(node: isl.AstNode) -> tuple[int, AffineExpr, bool] | None:
     """``(count, start, exact)`` for a unit-step ``for`` node whose iterations lie in
-    ``[start, start + count)`` for a linear ``start`` (one of the arguments of its lower
+    ``[start, start + count)`` for an affine ``start`` (one of the arguments of its lower
     bound, a ``max``) and a constant ``count`` (some argument of its upper bound, a ``min``,
     minus ``start`` is constant): ``for (c = max(4 * t, 1 - k); c <= min(4 * t + 3, 56 - k);
     c += 1)`` gives 4 from ``4 * t``, not exact. Exact when the bounds are that pair alone.
@@ -338,10 +339,10 @@ def bounded_trip_count(node: isl.AstNode) -> tuple[int, LinearForm, bool] | None
     if condition.get_type() != isl.ast_expr_type.op or condition.op_get_type() not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
         return None
     iterator = node.for_get_iterator().get_id().get_name()
-    if linear_form_of_ast(condition.op_get_arg(0), {}) != LinearForm.of_name(iterator):
+    if affine_of_ast(condition.op_get_arg(0), {}) != AffineExpr.of(iterator):
         return None
-    starts = _linear_parts(node.for_get_init(), isl.ast_expr_op_type.max)
-    bounds = _linear_parts(condition.op_get_arg(1), isl.ast_expr_op_type.min)
+    starts = _affine_parts(node.for_get_init(), isl.ast_expr_op_type.max)
+    bounds = _affine_parts(condition.op_get_arg(1), isl.ast_expr_op_type.min)
     if starts is None or bounds is None:
         return None
     inclusive = 1 if condition.op_get_type() == isl.ast_expr_op_type.le else 0

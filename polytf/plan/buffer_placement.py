@@ -49,7 +49,8 @@ from polytf.graph import FusionGroup, Graph
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.ops import lookup
 from polytf.passes.fusion import resolve_view
-from polytf.poly.expression import Access, AffineExpr, Expr, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Expr, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 

@@ -1,163 +1,22 @@
-"""Affine index expressions and the scalar expressions of statement bodies.
+"""Array accesses and the scalar expressions of statement bodies.
 
 A statement body is a small expression tree over array elements, in the style of a
 tensor comprehension (Vasilache et al., "Tensor Comprehensions", 2018):
-``C[i, j] = C[i, j] + A[i, k] * B[k, j]``. Index expressions are affine in the
-statement's iterators, so isl can reason about them exactly.
+``C[i, j] = C[i, j] + A[i, k] * B[k, j]``. The indices of an :class:`Access` are affine
+(or quasi-affine) in the statement's iterators (:mod:`polytf.poly.affine`), so isl can
+reason about them exactly.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class AffineExpr:
-    """``sum(coefficient * iterator) + constant`` over named iterators (integers).
-
-    Attributes:
-        terms: ``(iterator, coefficient)`` pairs with non-zero coefficients, sorted by name.
-        constant: the constant term.
-    """
-
-    terms: tuple[tuple[str, int], ...] = ()
-    constant: int = 0
-
-    @staticmethod
-    def of(value: AffineLike) -> AffineExpr:
-        """Coerce an iterator name, an int or an AffineExpr to an AffineExpr."""
-        if isinstance(value, AffineExpr):
-            return value
-        if isinstance(value, (int, np.integer)):
-            return AffineExpr((), int(value))
-        if isinstance(value, str):
-            return AffineExpr(((value, 1),), 0)
-        raise TypeError(f"not an affine expression: {value!r}")
-
-    @staticmethod
-    def combine(*parts: tuple[int, AffineLike], constant: int = 0) -> AffineExpr:
-        """``sum(coefficient * part) + constant``, e.g. ``combine((2, "h"), (1, "kh"), constant=-1)``."""
-        total: dict[str, int] = {}
-        const = constant
-        for coefficient, part in parts:
-            expr = AffineExpr.of(part)
-            for name, c in expr.terms:
-                total[name] = total.get(name, 0) + coefficient * c
-            const += coefficient * expr.constant
-        return AffineExpr(tuple(sorted((n, c) for n, c in total.items() if c != 0)), const)
-
-    def __add__(self, other: AffineLike) -> AffineExpr:
-        return AffineExpr.combine((1, self), (1, other))
-
-    def __radd__(self, other: AffineLike) -> AffineExpr:
-        return self + other
-
-    def __sub__(self, other: AffineLike) -> AffineExpr:
-        return AffineExpr.combine((1, self), (-1, other))
-
-    def __mul__(self, factor: int) -> AffineExpr:
-        return AffineExpr.combine((int(factor), self))
-
-    __rmul__ = __mul__
-
-    @property
-    def iterators(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.terms)
-
-    def evaluate(self, point: Mapping[str, int]) -> int:
-        return self.constant + sum(c * point[name] for name, c in self.terms)
-
-    def to_isl(self) -> str:
-        """isl text, e.g. ``"2*h + kh - 1"``."""
-        parts = [name if c == 1 else f"{c}*{name}" for name, c in self.terms]
-        if self.constant or not parts:
-            parts.append(str(self.constant))
-        return " + ".join(parts).replace("+ -", "- ")
-
-    def __str__(self) -> str:
-        return self.to_isl()
-
-
-AffineLike = AffineExpr | str | int
-
-
-@dataclass(frozen=True)
-class _DivisionIndex:
-    """``numerator`` divided by a positive constant ``divisor`` (quasi-affine index,
-    isl manual, "Integer Division")."""
-
-    numerator: AffineExpr
-    divisor: int
-
-    def __post_init__(self) -> None:
-        if self.divisor <= 0:
-            raise ValueError(f"{type(self).__name__} needs a positive divisor, not {self.divisor}")
-
-    @property
-    def iterators(self) -> tuple[str, ...]:
-        return self.numerator.iterators
-
-
-@dataclass(frozen=True)
-class FloorDiv(_DivisionIndex):
-    """``floor(numerator / divisor)``; used by packed-panel layouts."""
-
-    def evaluate(self, point: Mapping[str, int]) -> int:
-        return self.numerator.evaluate(point) // self.divisor
-
-    def to_isl(self) -> str:
-        return f"floor(({self.numerator.to_isl()})/{self.divisor})"
-
-    def __str__(self) -> str:
-        return f"({self.numerator}) // {self.divisor}"
-
-
-@dataclass(frozen=True)
-class Modulo(_DivisionIndex):
-    """``numerator mod divisor`` (the non-negative remainder)."""
-
-    def evaluate(self, point: Mapping[str, int]) -> int:
-        return self.numerator.evaluate(point) % self.divisor
-
-    def to_isl(self) -> str:
-        return f"(({self.numerator.to_isl()}) mod {self.divisor})"
-
-    def __str__(self) -> str:
-        return f"({self.numerator}) % {self.divisor}"
-
-
-@dataclass(frozen=True)
-class DynamicIndex:
-    """An index known only at run time (a gathered position), somewhere in ``[0, extent)``.
-
-    Its access relation over-approximates it by the whole range (isl manual, "Access
-    relations" may be over-approximations for dependence analysis, as in PPCG's handling of
-    non-affine accesses); a :class:`Gather` expression supplies the value when the code runs.
-    """
-
-    extent: int
-
-    @property
-    def iterators(self) -> tuple[str, ...]:
-        return ()
-
-    @property
-    def terms(self) -> tuple[tuple[str, int], ...]:
-        return ()
-
-    def evaluate(self, point: Mapping[str, int]) -> int:
-        raise TypeError("a dynamic index has no value without its Gather")
-
-    def __str__(self) -> str:
-        return f"?<{self.extent}"
-
-
-#: One index of an access: affine, quasi-affine (floor division / modulo by a constant), or dynamic.
-IndexExpr = AffineExpr | FloorDiv | Modulo | DynamicIndex
+from polytf.poly.affine import AffineExpr, AffineLike, DynamicIndex, FloorDiv, IndexExpr, Modulo
 
 
 @dataclass(frozen=True)
@@ -175,7 +34,7 @@ class Access:
     def to_isl(self, statement: str, iterators: tuple[str, ...]) -> str:
         """isl map text ``{ S[i, j] -> A[i, j + 1] }``; a dynamic index becomes an output
         variable ranging over its extent (``{ S[i] -> A[g0, i] : 0 <= g0 < 1000 }``)."""
-        if not any(isinstance(i, DynamicIndex) for i in self.index):
+        if not self.is_dynamic:
             return f"{{ {statement}[{', '.join(iterators)}] -> {self.array}[{', '.join(i.to_isl() for i in self.index)}] }}"
         names, bounds = [], []
         for position, index in enumerate(self.index):
@@ -199,8 +58,8 @@ class Expr:
     """Base class of scalar body expressions (float32 unless stated)."""
 
     def loads(self) -> tuple[Access, ...]:
-        """Every array element this expression reads, in evaluation order."""
-        raise NotImplementedError
+        """Every array element this expression reads, in evaluation order (its children's, in order)."""
+        return tuple(access for child in self.children() for access in child.loads())
 
     def children(self) -> tuple[Expr, ...]:
         """The sub-expressions, in evaluation order."""
@@ -232,9 +91,6 @@ class Constant(Expr):
 
     value: float | int
     dtype: str = "float32"
-
-    def loads(self) -> tuple[Access, ...]:
-        return ()
 
     def __str__(self) -> str:
         return repr(float(self.value)) if self.dtype == "float32" else f"{self.dtype}({int(self.value)})"
@@ -323,8 +179,20 @@ BINARY_OPS = {
 INTEGER_BINARY_OPS = frozenset({"truncdiv", "floordiv", "floormod"})
 
 
+class _OneOperand(Expr):
+    """An expression of one sub-expression, its dataclass field ``operand``."""
+
+    operand: Expr
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.operand,)
+
+    def map_children(self, function) -> Expr:
+        return replace(self, operand=function(self.operand))
+
+
 @dataclass(frozen=True)
-class Unary(Expr):
+class Unary(_OneOperand):
     """``op(operand)`` with ``op`` in :data:`UNARY_OPS`."""
 
     op: str
@@ -334,42 +202,42 @@ class Unary(Expr):
         if self.op not in UNARY_OPS:
             raise ValueError(f"unknown unary operator {self.op!r}")
 
-    def loads(self) -> tuple[Access, ...]:
-        return self.operand.loads()
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def map_children(self, function) -> Expr:
-        return Unary(self.op, function(self.operand))
-
     def __str__(self) -> str:
         return f"{self.op}({self.operand})"
 
 
 @dataclass(frozen=True)
-class Binary(Expr):
-    """``op(lhs, rhs)`` with ``op`` in :data:`BINARY_OPS`."""
+class _BinaryOperation(Expr):
+    """``op(lhs, rhs)`` with ``op`` a key of the subclass's :attr:`OPERATORS`."""
+
+    #: the operators the subclass allows, and what an unknown one is called in the error
+    OPERATORS: ClassVar[Mapping[str, object]] = {}
+    KIND: ClassVar[str] = "operator"
 
     op: str
     lhs: Expr
     rhs: Expr
 
     def __post_init__(self) -> None:
-        if self.op not in BINARY_OPS:
-            raise ValueError(f"unknown binary operator {self.op!r}")
-
-    def loads(self) -> tuple[Access, ...]:
-        return self.lhs.loads() + self.rhs.loads()
+        if self.op not in self.OPERATORS:
+            raise ValueError(f"unknown {self.KIND} {self.op!r}")
 
     def children(self) -> tuple[Expr, ...]:
         return (self.lhs, self.rhs)
 
     def map_children(self, function) -> Expr:
-        return Binary(self.op, function(self.lhs), function(self.rhs))
+        return type(self)(self.op, function(self.lhs), function(self.rhs))
 
     def __str__(self) -> str:
         return f"{self.op}({self.lhs}, {self.rhs})"
+
+
+@dataclass(frozen=True)
+class Binary(_BinaryOperation):
+    """``op(lhs, rhs)`` with ``op`` in :data:`BINARY_OPS`."""
+
+    OPERATORS: ClassVar[Mapping[str, object]] = BINARY_OPS
+    KIND: ClassVar[str] = "binary operator"
 
 
 # --- typed expressions: comparisons, logic, selection, conversion, gathers ---------------
@@ -392,28 +260,11 @@ LOGICAL_OPS = {"and": np.logical_and, "or": np.logical_or, "not": np.logical_not
 
 
 @dataclass(frozen=True)
-class Compare(Expr):
+class Compare(_BinaryOperation):
     """``op(lhs, rhs)`` -> bool, ``op`` in :data:`COMPARE_OPS`; operands of one dtype."""
 
-    op: str
-    lhs: Expr
-    rhs: Expr
-
-    def __post_init__(self) -> None:
-        if self.op not in COMPARE_OPS:
-            raise ValueError(f"unknown comparison {self.op!r}")
-
-    def loads(self) -> tuple[Access, ...]:
-        return self.lhs.loads() + self.rhs.loads()
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.lhs, self.rhs)
-
-    def map_children(self, function) -> Expr:
-        return Compare(self.op, function(self.lhs), function(self.rhs))
-
-    def __str__(self) -> str:
-        return f"{self.op}({self.lhs}, {self.rhs})"
+    OPERATORS: ClassVar[Mapping[str, object]] = COMPARE_OPS
+    KIND: ClassVar[str] = "comparison"
 
 
 @dataclass(frozen=True)
@@ -427,9 +278,6 @@ class Logical(Expr):
     def __post_init__(self) -> None:
         if self.op not in LOGICAL_OPS or (self.op == "not") != (self.rhs is None):
             raise ValueError(f"bad logical operator {self.op!r} with {'one' if self.rhs is None else 'two'} operands")
-
-    def loads(self) -> tuple[Access, ...]:
-        return self.lhs.loads() + (self.rhs.loads() if self.rhs is not None else ())
 
     def children(self) -> tuple[Expr, ...]:
         return (self.lhs,) if self.rhs is None else (self.lhs, self.rhs)
@@ -449,9 +297,6 @@ class Select(Expr):
     then: Expr
     otherwise: Expr
 
-    def loads(self) -> tuple[Access, ...]:
-        return self.condition.loads() + self.then.loads() + self.otherwise.loads()
-
     def children(self) -> tuple[Expr, ...]:
         return (self.condition, self.then, self.otherwise)
 
@@ -463,7 +308,7 @@ class Select(Expr):
 
 
 @dataclass(frozen=True)
-class Convert(Expr):
+class Convert(_OneOperand):
     """``operand`` converted to ``dtype`` (TensorFlow ``Cast``: float -> int truncates toward
     zero, anything -> bool is ``!= 0``, bool -> number is 0 or 1)."""
 
@@ -473,15 +318,6 @@ class Convert(Expr):
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"cannot convert to {self.dtype!r}; generated code has {', '.join(DTYPES)}")
-
-    def loads(self) -> tuple[Access, ...]:
-        return self.operand.loads()
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.operand,)
-
-    def map_children(self, function) -> Expr:
-        return Convert(self.dtype, function(self.operand))
 
     def __str__(self) -> str:
         return f"{self.dtype}({self.operand})"
@@ -512,9 +348,6 @@ class Gather(Expr):
     def extent(self) -> int:
         return self.table.access.index[self.axis].extent
 
-    def loads(self) -> tuple[Access, ...]:
-        return self.index.loads() + self.table.loads()
-
     def children(self) -> tuple[Expr, ...]:
         return (self.index, self.table)
 
@@ -529,28 +362,6 @@ class Gather(Expr):
 
     def __str__(self) -> str:
         return f"gather({self.table}, {self.index})"
-
-
-def result_dtype(expr: Expr, array_dtypes: Mapping[str, str]) -> str:
-    """The dtype an expression computes, given the dtype of each array it loads."""
-    if isinstance(expr, Load):
-        return array_dtypes[expr.access.array]
-    if isinstance(expr, (Compare, Logical)):
-        return "bool"
-    if isinstance(expr, Convert):
-        return expr.dtype
-    if isinstance(expr, Select):
-        return result_dtype(expr.then, array_dtypes)
-    if isinstance(expr, Gather):
-        return result_dtype(expr.table, array_dtypes)
-    if isinstance(expr, Binary):
-        left, right = result_dtype(expr.lhs, array_dtypes), result_dtype(expr.rhs, array_dtypes)
-        return left if left == right else "float32"
-    if isinstance(expr, Unary):
-        return result_dtype(expr.operand, array_dtypes)
-    if isinstance(expr, Constant):
-        return expr.dtype
-    return "float32"
 
 
 def _same_kind(value, *operands):

@@ -7,28 +7,25 @@ their op's numpy reference with it, independently of any code generator.
 
 from __future__ import annotations
 
+import islpy as isl
 import numpy as np
 
 from polytf.poly.expression import evaluate
 from polytf.poly.scop import Scop
+from polytf.poly.statement import Statement
 
 
-def domain_points(statement) -> list[tuple[int, ...]]:
-    """Integer points of a statement's domain, lexicographically sorted."""
+def lexicographic_points(statement: Statement) -> list[tuple[int, ...]]:
+    """Integer points of a statement's domain, lexicographically sorted (isl manual,
+    ``isl_set_foreach_point``)."""
     points: list[tuple[int, ...]] = []
 
     def visit(point) -> None:
         space = point.get_space()
-        points.append(tuple(point.get_coordinate_val(isl_dim_set(), i).to_python() for i in range(space.dim(isl_dim_set()))))
+        points.append(tuple(point.get_coordinate_val(isl.dim_type.set, i).to_python() for i in range(space.dim(isl.dim_type.set))))
 
     statement.domain().foreach_point(visit)
     return sorted(points)
-
-
-def isl_dim_set():
-    import islpy as isl
-
-    return isl.dim_type.set
 
 
 def _unwritten(info) -> np.ndarray:
@@ -48,7 +45,7 @@ def interpret(scop: Scop, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     """
     state = {a.name: np.array(arrays[a.name], dtype=a.dtype, copy=True) if a.name in arrays else _unwritten(a) for a in scop.arrays}
     for statement in scop.statements:
-        for point in domain_points(statement):
+        for point in lexicographic_points(statement):
             env = dict(zip(statement.iterators, point))
 
             def load(access, env=env):

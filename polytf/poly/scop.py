@@ -127,22 +127,6 @@ class Scop:
         """SHA-256 of :meth:`canonical_text` (hex, 16 characters)."""
         return hashlib.sha256(self.canonical_text().encode()).hexdigest()[:16]
 
-    def flop_count(self) -> int:
-        """Arithmetic operations executed (one per binary/unary operator per point)."""
-        from polytf.poly.expression import Binary, Unary
-
-        def count(expr) -> int:
-            if isinstance(expr, Binary):
-                return 1 + count(expr.lhs) + count(expr.rhs)
-            if isinstance(expr, Unary):
-                return 1 + count(expr.operand)
-            return 0
-
-        total = 0
-        for s in self.statements:
-            total += count(s.value) * int(s.domain().count_val().to_python())
-        return total
-
     def __str__(self) -> str:
         return "\n".join([f"kernel {self.name}"] + [f"  {s}" for s in self.statements])
 

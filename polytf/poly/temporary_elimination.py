@@ -37,7 +37,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from polytf.poly.expression import Access, AffineExpr, Constant, DynamicIndex, Expr, FloorDiv, Load, Modulo
+from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo
+from polytf.poly.expression import Access, Constant, Expr, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 

@@ -92,6 +92,17 @@ def graph_broadcast_chain():
     )
 
 
+def graph_depthwise(shape=(1, 5, 4, 3), multiplier=1, seed=0):
+    """A SAME-padded 3x3 DepthwiseConv2dNative of an input of ``shape`` (NHWC) with
+    ``multiplier`` filters per channel."""
+    rng = np.random.default_rng(seed)
+    attrs = {"strides": (1, 1, 1, 1), "padding": "SAME", "data_format": "NHWC", "dilations": (1, 1, 1, 1)}
+    return build_graph(
+        [placeholder("x", shape), const("f", _rand(rng, 3, 3, shape[-1], multiplier)), Node("dw", "DepthwiseConv2dNative", ("x:0", "f:0"), attrs=attrs)],
+        ["dw:0"],
+    )
+
+
 GRAPHS = {
     "matmul_bias_relu": graph_matmul_bias_relu,
     "matmul_transpose_b": lambda: graph_matmul_bias_relu(5, 9, 17, transpose_b=True),

@@ -10,7 +10,8 @@ from hand_built_graphs import graph_matmul_bias_relu, kernels_of
 
 from polytf.errors import PolyhedralError, ShapeError
 from polytf.poly.access_bounds import required_bytes
-from polytf.poly.expression import Access, AffineExpr, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.runtime.cpu.argument_table import ArgumentTable

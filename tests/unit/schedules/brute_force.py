@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polytf.poly.expression import AffineExpr, FloorDiv, Modulo
+from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
 from polytf.poly.scop import Scop
 from polytf.targets.llvm_codegen import parallel_pieces
 

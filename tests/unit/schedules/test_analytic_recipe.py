@@ -4,20 +4,10 @@ the reference on both vector widths."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from hand_built_graphs import (
-    build_graph,
-    const,
-    graph_conv_bias_relu,
-    graph_matmul_bias_relu,
-    graph_maxpool,
-    kernels_of,
-    placeholder,
-)
+from hand_built_graphs import graph_conv_bias_relu, graph_depthwise, graph_matmul_bias_relu, graph_maxpool, kernels_of
 from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, roundtrip
 
-from polytf.graph import Node
 from polytf.schedules.analytic_recipe import CacheSizes, analytic_blocking, even_rows
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
@@ -118,15 +108,7 @@ def test_narrow_outputs_get_one_vector_of_columns():
 def test_a_depthwise_input_counts_as_activations_not_weights():
     """A depthwise convolution (or a pooling) reads its input through every output
     dimension: the input is the activations, so its channel tiles do not go outermost."""
-    rng = np.random.default_rng(0)
-    graph = build_graph(
-        [
-            placeholder("x", (2, 16, 16, 48)),
-            const("f", rng.standard_normal((3, 3, 48, 1)).astype(np.float32)),
-            Node("dw", "DepthwiseConv2dNative", ("x:0", "f:0"), attrs={"strides": (1, 1, 1, 1), "padding": "SAME", "data_format": "NHWC", "dilations": (1, 1, 1, 1)}),
-        ],
-        ["dw:0"],
-    )
+    graph = graph_depthwise((2, 16, 16, 48), multiplier=1, seed=0)
     kernel = kernels_of(graph)[0]
     for limits in (AVX512_LIMITS, AVX2_LIMITS):
         recipe = SearchSpace.for_scop(kernel.scop, 2, limits.vector_lanes, limits.vector_registers, CACHES).default_recipe()

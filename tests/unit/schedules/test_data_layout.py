@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hand_built_graphs import build_graph, const, graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of, placeholder
+from hand_built_graphs import graph_conv_bias_relu, graph_depthwise, graph_matmul_bias_relu, kernels_of
 
 from polytf.errors import ScheduleError
-from polytf.graph import Node
 from polytf.poly.interpreter import interpret
+from polytf.poly.statement import CopyKind, IteratorRole
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.data_layout import SCRATCH, apply_data_layout, can_zero_pad
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
-from polytf.schedules.structure import COPY_OP, anchor_statement
+from polytf.schedules.structure import anchor_statement, copy_statements
 from polytf.schedules.validation import validate_recipe
 
 
@@ -41,7 +41,7 @@ def conv():
 def test_packing_adds_a_copy_into_register_panels(matmul):
     recipe = ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A0", "A1"))
     scop = apply_data_layout(matmul.scop, recipe)
-    copies = [s for s in scop.statements if s.op == COPY_OP]
+    copies = copy_statements(scop)
     assert len(copies) == 2
     packed = {a.name: a for a in scop.arrays if a.role == SCRATCH}
     # A0[d0, r0] with register tile 2 on d0 -> [ceil(7/2), 5, 2]; A1[r0, d1] with 8 on d1 -> [2, 5, 8]
@@ -110,18 +110,24 @@ def test_padding_is_offered_and_accepted_only_where_it_applies(conv):
     """A depthwise convolution with a channel multiplier reads its input at ``c / 2``: its
     guards do more than keep affine reads in bounds, so it cannot be zero-padded. Neither
     the search space nor the validator lets such a recipe reach code generation."""
-    rng = np.random.default_rng(5)
-    graph = build_graph(
-        [
-            placeholder("x", (1, 5, 4, 3)),
-            const("f", rng.standard_normal((3, 3, 3, 2)).astype(np.float32)),
-            Node("dw", "DepthwiseConv2dNative", ("x:0", "f:0"), attrs={"strides": (1, 1, 1, 1), "padding": "SAME", "data_format": "NHWC", "dilations": (1, 1, 1, 1)}),
-        ],
-        ["dw:0"],
-    )
+    graph = graph_depthwise((1, 5, 4, 3), multiplier=2, seed=5)
     depthwise = kernels_of(graph)[0]
     assert anchor_statement(depthwise.scop).constraints and not can_zero_pad(depthwise.scop)
     assert SearchSpace.for_scop(depthwise.scop, 2).choices("pad") == (False,)
     with pytest.raises(ScheduleError, match="recipe field pad = True is invalid"):
         validate_recipe(depthwise.scop, ScheduleRecipe(pad=True))
     assert can_zero_pad(conv.scop) and SearchSpace.for_scop(conv.scop, 2).choices("pad") == (False, True)
+
+
+def test_copies_are_data_layout_copies_whose_iterators_keep_the_anchor_roles(conv):
+    """im2col gathers ``X_col[n, oh, ow, kh, kw, c]`` over the anchor's own iterators: they keep
+    their roles there (a GPU launch of the copy maps its output iterators only); a padded
+    copy's iterators index the padded array."""
+    output, reduction = IteratorRole.OUTPUT, IteratorRole.REDUCTION
+    scop = apply_data_layout(conv.scop, ScheduleRecipe(algorithm="im2col"))
+    pad_zero, pad_copy, gather = copy_statements(scop)
+    assert all(copy.copy_kind is CopyKind.DATA_LAYOUT and copy.op == "" for copy in (pad_zero, pad_copy, gather))
+    assert pad_zero.roles == pad_copy.roles == (output,) * 4
+    anchor = anchor_statement(conv.scop)  # [n, oh, ow, o] x [kh, kw, c]; the window does not read o
+    assert gather.iterators == anchor.iterators[:3] + anchor.iterators[4:] and gather.roles == (output,) * 3 + (reduction,) * 3
+    assert [s.name for s in scop.statements if s.copy_kind is None] == [s.name for s in conv.scop.statements]

@@ -14,10 +14,14 @@ import pytest
 from hand_built_graphs import GRAPHS, graph_matmul_bias_relu, kernels_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from roundtrip import ILLEGAL, INVALID, LEGAL, outputs_of, roundtrip
+from roundtrip import ILLEGAL, INVALID, LEGAL, ScopKernel, outputs_of, roundtrip
 from test_legality_brute_force import _running_sum
 
 from polytf.errors import ScheduleError
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Binary, Constant, Load
+from polytf.poly.scop import ArrayInfo, Scop
+from polytf.poly.statement import CopyKind, IteratorRole, Statement
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.gpu_mapping import gpu_tiles, stageable_operands
 from polytf.schedules.gpu_search_space import GpuSearchSpace
@@ -131,6 +135,19 @@ def test_tree_has_blocks_threads_and_barriers_around_the_staging_copies(matmul):
     assert launch.shared_memory_bytes == 16 * 8 * 4 + 8 * 32 * 4
 
 
+def test_staging_and_accumulator_copies_are_marked_by_their_kind(matmul):
+    recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"))
+    statements = {s.name: s for s in schedule_scop(matmul.scop, recipe).scop.statements}
+    kinds = {name: s.copy_kind for name, s in statements.items() if s.copy_kind is not None}
+    shared, private = CopyKind.SHARED_MEMORY, CopyKind.PRIVATE
+    assert kinds == {"Stage0": shared, "Stage1": shared, "PrivateLoad": private, "PrivateStore": private}
+    assert all(statements[name].op == "" for name in kinds)
+    # a staging copy's iterators keep the roles of the anchor iterators they stand for: A0[d0, r0], A1[r0, d1]
+    output, reduction = IteratorRole.OUTPUT, IteratorRole.REDUCTION
+    assert statements["Stage0"].roles == (output, reduction) and statements["Stage1"].roles == (reduction, output)
+    assert statements["PrivateLoad"].roles == (output, output)
+
+
 def test_a_tile_read_down_its_columns_by_consecutive_threads_is_padded():
     kernel = kernels_of(graph_matmul_bias_relu(m=37, k=45, n=70, transpose_b=True))[0]  # B[d1, r0]
     recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 1), reduction_tile_sizes=(32,), shared_memory=("A1",))
@@ -201,12 +218,6 @@ def test_gpu_marks_round_trip_through_their_names():
 def _reversed_epilogue():
     """``T[d0] = 2 * A[d0]`` then ``B[d0] = T[7 - d0]``: the epilogue reads its producer's
     value at another point, which another thread computes."""
-    from roundtrip import ScopKernel
-
-    from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
-    from polytf.poly.scop import ArrayInfo, Scop
-    from polytf.poly.statement import Statement
-
     produce = Statement("S0", ("d0",), (8,), Access.of("T", "d0"), Binary("mul", Constant(2.0), Load(Access.of("A", "d0"))))
     consume = Statement("S1", ("d0",), (8,), Access.of("B", "d0"), Load(Access("T", (AffineExpr.combine((-1, "d0"), constant=7),))))
     arrays = (ArrayInfo("A", (8,), "float32", "input"), ArrayInfo("T", (8,), "float32", "temporary"), ArrayInfo("B", (8,), "float32", "output"))

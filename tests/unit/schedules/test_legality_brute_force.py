@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from roundtrip import ILLEGAL, INVALID, LEGAL, ScopKernel, roundtrip
 
 from polytf.graph import Node
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, schedule_scop

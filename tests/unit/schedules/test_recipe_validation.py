@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from brute_force import violations
 from hand_built_graphs import GRAPHS, build_graph, graph_matmul_bias_relu, kernels_of, placeholder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +17,8 @@ from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, avx2_target, ho
 
 from polytf.errors import ScheduleError
 from polytf.graph import Node
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, schedule_scop
@@ -24,6 +26,7 @@ from polytf.schedules.marks import MicrokernelMark, ParallelMark, decode_mark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.validation import MAX_UNROLL, TargetLimits, validate_recipe
+from polytf.targets.llvm_codegen import parallel_pieces
 
 LIMITS = [AVX2_LIMITS, AVX512_LIMITS]
 LIMIT_IDS = ["avx2", "avx512"]
@@ -276,8 +279,6 @@ def _doubling() -> Scop:
 def test_a_parallel_loop_that_carries_a_dependence_is_illegal():
     """Parallel over d1 (tile_order 1,0) is refused, naming one instance pair, and brute
     force, running the AST the way the generated code does, finds the same race."""
-    from brute_force import violations
-
     scop = _doubling()
     with pytest.raises(ScheduleError, match=r"parallel loop c0 carries the RAW dependence S0 -> S0 .*, e\.g\. \{ \[S0\[.*\] -> S0\[.*\]\] \}"):
         schedule_scop(scop, ScheduleRecipe(tile_order=(1, 0), parallel=True))
@@ -295,8 +296,6 @@ def test_copy_nests_distribute_each_part_they_are_cut_into(fused_matmul):
     (isl's isolate option): both are distributed, and each is checked."""
     kernel = kernels_of(graph_matmul_bias_relu(37, 53, 29))[0]
     recipe = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A0", "A1"), parallel=True)
-    from polytf.targets.llvm_codegen import parallel_pieces
-
     scheduled = schedule_scop(kernel.scop, recipe)
     pieces = parallel_pieces(build_ast(scheduled.schedule))
     distributed = [piece.node.for_get_iterator().get_id().get_name() for piece in pieces if piece.distributed]

@@ -19,10 +19,13 @@ import threading
 import llvmlite.ir as ir
 import numpy as np
 
-from polytf.schedules.builder import ScheduledScop, build_ast
+from polytf.config import MeasurementConfig
+from polytf.runtime.cpu.kernel_bench import KernelBench
+from polytf.schedules.builder import ScheduledScop, build_ast, schedule_scop
 from polytf.targets.cpu import CpuTarget
-from polytf.targets.llvm_codegen import I8_POINTER, I64, MEMORY_TYPES
+from polytf.targets.llvm_codegen import I8_POINTER
 from polytf.targets.nvptx_codegen import NvptxModuleBuilder
+from polytf.targets.statement_codegen import I64, MEMORY_TYPES
 
 BARRIER = ctypes.CFUNCTYPE(None)
 KERNEL = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64), BARRIER)
@@ -103,10 +106,6 @@ def verify_on_threads(kernel, recipe, seed: int = 3) -> float:
     """Schedule ``kernel`` (a lowered kernel) with GPU ``recipe``, run its GPU code on threads
     over the seeded bench inputs (outputs NaN-filled first) and return the max abs error
     against the reference; raises AssertionError when outside the measurement tolerance."""
-    from polytf.config import MeasurementConfig
-    from polytf.runtime.cpu.kernel_bench import KernelBench
-    from polytf.schedules.builder import schedule_scop
-
     config = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)
     scheduled = schedule_scop(kernel.scop, recipe)
     bench = KernelBench(kernel, seed=seed)

@@ -16,7 +16,6 @@ from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import shared_band_depth
 from polytf.schedules.validation import TargetLimits
 from polytf.targets.cpu import CpuTarget
-from polytf.targets.linear_form import LinearForm
 
 TARGET = CpuTarget()
 
@@ -114,14 +113,6 @@ def test_random_register_tiles_are_rejected_or_correct(m, n, k, register, multip
         assert "recipe field" in str(problem) or "register tile" in str(problem) or "pack" in str(problem)
         return
     assert error is None, recipe
-
-
-def test_linear_forms_divide_exactly_only_when_they_can():
-    form = LinearForm((("c0", 16),), 5)
-    assert form.floor_divided(16) == LinearForm((("c0", 1),), 0)
-    assert form.modulo(16) == LinearForm((), 5)
-    assert LinearForm((("c0", 3),), 0).floor_divided(16) is None
-    assert (form - form).is_constant and (form - form).constant == 0
 
 
 @pytest.mark.parametrize("features, lanes, registers", [("+avx512f,+avx2,+avx", 16, 32), ("+avx2,+avx,-avx512f", 8, 16), ("+sse4.2", 4, 16)])
