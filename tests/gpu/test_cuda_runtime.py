@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_cupy_backend_copies_and_times(cupy):
-    from polytf.runtime.cuda.device_backend import CupyBackend
+    from polytf.runtime.cuda.backend import CupyBackend
 
     backend = CupyBackend()
     host = np.arange(12, dtype=np.float32).reshape(3, 4)

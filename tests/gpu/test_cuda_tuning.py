@@ -17,15 +17,15 @@ def test_device_bench_verifies_and_times_the_default_recipe(cupy, matmul_model):
     from polytf.compiler.model_builder import prepare_model
     from polytf.config import MeasurementConfig
     from polytf.runtime.cpu.kernel_bench import reference_data
-    from polytf.runtime.cuda.device_backend import CupyBackend
-    from polytf.runtime.cuda.kernel_bench import DeviceKernelBench
+    from polytf.runtime.cuda.backend import CupyBackend
+    from polytf.runtime.cuda.kernel_bench import CudaKernelBench
     from polytf.targets.cuda import CudaTarget
 
     (kernel,) = prepare_model(matmul_model).kernels
     target = CudaTarget()
     compiled = target.compile(kernel.scop, target.search_space(kernel.scop).default_recipe())
     inputs, expected = reference_data(kernel, seed=0)
-    measurement = DeviceKernelBench(kernel.scop, inputs, expected, CupyBackend()).measure(compiled, MeasurementConfig(repeats=5))
+    measurement = CudaKernelBench(kernel.scop, inputs, expected, CupyBackend()).measure(compiled, MeasurementConfig(repeats=5))
     assert measurement.ok, measurement.error
     assert len(measurement.latencies_s) >= 5 and 0 < measurement.median_s < 0.1
 
