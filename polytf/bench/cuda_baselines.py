@@ -86,7 +86,7 @@ def gpu_baseline(graph: Graph) -> tuple[GpuBaseline | None, str]:
 
 
 def _cublas(graph: Graph, node) -> GpuBaseline:
-    from polytf.runtime.cuda.device_backend import import_cupy
+    from polytf.runtime.cuda.backend import import_cupy
 
     check_fp32_settings()
     cupy = import_cupy()

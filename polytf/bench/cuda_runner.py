@@ -5,7 +5,7 @@ For every entry (default: the ``cuda`` suite: MatMul 4096³, a 3×3 64→64 conv
 
 1. write the GraphDef and its seeded random inputs, and compute the reference outputs with
    TensorFlow on the CPU (numpy's references without TensorFlow);
-2. build the model with default GPU recipes (:class:`~polytf.runtime.cuda.cuda_model.CudaModel`),
+2. build the model with default GPU recipes (:class:`~polytf.runtime.cuda.model.CudaModel`),
    tune it for the GPU (``polytf tune --target cuda``: candidates verified and timed with
    CUDA events in a worker process), build it again from the records; check both against
    the reference with the end-to-end tolerance (:mod:`polytf.bench.accuracy`): a wrong
@@ -130,11 +130,10 @@ class _CudaRun:
     def measure(self, workload: Workload, display: Any) -> dict[str, Any]:
         """One row (module docstring)."""
         from polytf.bench.cuda_baselines import gpu_baseline
+        from polytf.compiler.backends import CUDA_THREADS, CudaBackend
         from polytf.compiler.model_builder import cached_recipes, prepare_model
-        from polytf.compiler.target_selection import GPU_THREADS
         from polytf.config import CodegenConfig, TuningConfig
         from polytf.poly.flops import contraction_flops
-        from polytf.runtime.cuda.cuda_model import build_cuda_model
         from polytf.runtime.sample_inputs import sample_inputs
         from polytf.storage.cache import KernelCache
 
@@ -144,7 +143,7 @@ class _CudaRun:
         path = workload.write(self.workdir / "models")
         prepared = prepare_model(path)
         display.step(f"{label}: building the untuned model (default GPU recipes)")
-        untuned = build_cuda_model(prepared, target=self.target, backend=self.backend)
+        untuned = CudaBackend(self.target, CUDA_THREADS, self.backend).build_model(prepared)
         inputs = sample_inputs(untuned.input_types, options.seed)
         display.step(f"{label}: reference outputs")
         expected, reference = self.reference(path, inputs, untuned.output_names)
@@ -162,8 +161,8 @@ class _CudaRun:
                 statuses=sorted({k.status for k in report.kernels}), recipes={k.kernel: k.recipe for k in report.kernels},
             )
             display.step(f"{label}: building the tuned model from its records")
-            cached = cached_recipes(prepared, KernelCache(self.cache_dir), self.target, GPU_THREADS, CodegenConfig())
-            tuned = build_cuda_model(prepared, target=self.target, backend=self.backend, cached=cached)
+            cached = cached_recipes(prepared, KernelCache(self.cache_dir), self.target, CUDA_THREADS, CodegenConfig())
+            tuned = CudaBackend(self.target, CUDA_THREADS, self.backend).build_model(prepared, cached=cached)
         max_error = check_outputs(tuned(**inputs), expected, label, reference)
 
         baseline, baseline_note = gpu_baseline(prepared.graph) if self.baselines else (None, "baselines not run")
@@ -187,7 +186,7 @@ class _CudaRun:
             "entry": workload.label,
             "spec": workload.public_spec,
             "target": "cuda",
-            "threads": GPU_THREADS,
+            "threads": CUDA_THREADS,
             "inputs": {name: list(value.shape) for name, value in inputs.items()},
             "outputs": list(tuned.output_names),
             "flops": flops,
@@ -315,7 +314,7 @@ def run_cuda_bench(
     console = console or Console(stderr=True)
     stdout = stdout or Console()
     if device is None or target is None or backend is None:
-        from polytf.compiler.target_selection import cuda_emulated, device_backend, select_target
+        from polytf.compiler.backends import cuda_emulated, device_backend, select_target
 
         target = target or select_target("cuda")  # raises DependencyMissingError without CuPy or a GPU
         device = device or target.device

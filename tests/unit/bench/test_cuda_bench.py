@@ -15,7 +15,7 @@ from polytf.bench.cuda_baselines import check_fp32_settings, gpu_baseline
 from polytf.bench.cuda_runner import CudaBenchOptions, run_cuda_bench
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.graph import Node
-from polytf.runtime.cuda.emulated_device import EmulatedDevice
+from polytf.runtime.cuda.emulation import EmulatedDevice
 from polytf.targets.cuda import CudaDevice, CudaTarget
 
 #: a: [6, 5] @ b: [5, 4] -> Relu, as a text GraphDef
