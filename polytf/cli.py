@@ -597,13 +597,8 @@ def _rewritten_ops() -> dict[str, str]:
 
 
 def command_bench(args) -> int:
-    if args.target == "cuda":
-        from polytf.bench.cuda_runner import cuda_options_from_arguments, run_cuda_bench
-
-        if args.threads:
-            console.print("[yellow]--threads is ignored with --target cuda[/]")
-        return run_cuda_bench(cuda_options_from_arguments(args), console=console, stdout=stdout)
-    from polytf.bench.runner import options_from_arguments, run_bench
+    from polytf.bench.options import options_from_arguments
+    from polytf.bench.runner import run_bench
 
     return run_bench(options_from_arguments(args), console=console, stdout=stdout)
 
