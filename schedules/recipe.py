@@ -133,15 +133,8 @@ class ScheduleRecipe:
     @classmethod
     def _of_fields(cls, data: dict) -> CpuRecipe | GpuRecipe:
         """The recipe of kind ``cls`` with the fields of ``data`` (types checked)."""
-        known = cls.FIELD_TYPES
-        unknown = set(data) - set(known)
-        if unknown:
-            raise ScheduleError(f"unknown {cls.kind} recipe fields {sorted(map(str, unknown))}; known fields: {sorted(known)}")
-        for name, value in data.items():
-            problem = field_type_error(name, value, known)
-            if problem:
-                raise ScheduleError(f"recipe field {problem}")
-        return cls(**{name: tuple(value) if known[name][1] else value for name, value in data.items()})
+        _check_fields(data, cls.FIELD_TYPES, f"{cls.kind} recipe fields", f"known fields: {sorted(cls.FIELD_TYPES)}")
+        return cls(**{name: tuple(value) if cls.FIELD_TYPES[name][1] else value for name, value in data.items()})
 
     def describe(self) -> str:
         """Short human-readable form for progress output."""
@@ -293,13 +286,7 @@ def _from_flat_dict(data: dict) -> CpuRecipe | GpuRecipe:
             that is used (a GPU recipe with a register tile).
     """
     every = {**CpuRecipe.FIELD_TYPES, **GpuRecipe.FIELD_TYPES, "gpu": (bool, False)}
-    unknown = set(data) - set(every)
-    if unknown:
-        raise ScheduleError(f"unknown recipe fields {sorted(map(str, unknown))}; a recipe has a kind ({', '.join(RECIPE_KINDS)}) and its fields")
-    for name, value in data.items():
-        problem = field_type_error(name, value, every)
-        if problem:
-            raise ScheduleError(f"recipe field {problem}")
+    _check_fields(data, every, "recipe fields", f"a recipe has a kind ({', '.join(RECIPE_KINDS)}) and its fields")
     recipe_type = GpuRecipe if data.get("gpu", False) else CpuRecipe
     fields = {}
     for name, value in data.items():
@@ -311,6 +298,18 @@ def _from_flat_dict(data: dict) -> CpuRecipe | GpuRecipe:
                 f"unused in a recipe with gpu: {str(recipe_type is GpuRecipe).lower()}"
             )
     return recipe_type._of_fields(fields)
+
+
+def _check_fields(data: dict, field_types: dict[str, tuple[type, bool]], what: str, known: str) -> None:
+    """ScheduleError for a field of ``data`` not in ``field_types`` (``"unknown <what> [...];
+    <known>"``) or not of its exact type."""
+    unknown = set(data) - set(field_types)
+    if unknown:
+        raise ScheduleError(f"unknown {what} {sorted(map(str, unknown))}; {known}")
+    for name, value in data.items():
+        problem = field_type_error(name, value, field_types)
+        if problem:
+            raise ScheduleError(f"recipe field {problem}")
 
 
 _TYPE_NAMES = {int: "integer", str: "string", bool: "boolean"}

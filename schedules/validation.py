@@ -39,7 +39,7 @@ Dependences are checked afterwards, on the schedule tree (:mod:`polytf.schedules
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polytf.errors import ScheduleError
 from polytf.poly.scop import Scop
@@ -75,6 +75,10 @@ class _Core:
     tiles: tuple[int, ...]
     reduction_tiles: tuple[int, ...]
     point_order: tuple[str, ...]
+
+    def filled(self) -> dict[str, tuple]:
+        """The core's list fields with empty ones filled in (natural order, zero tiles)."""
+        return {"tile_sizes": self.tiles, "reduction_tile_sizes": self.reduction_tiles, "point_order": self.point_order}
 
 
 def _invalid(scop: Scop, field: str, value, allowed: str) -> ScheduleError:
@@ -185,19 +189,7 @@ def _check_cpu(scop: Scop, recipe: CpuRecipe, core: _Core, limits: TargetLimits)
         raise _invalid(scop, "vector_width", recipe.vector_width, ", ".join(map(str, VECTOR_WIDTHS)))
     if recipe.parallel and core.depth == 0:
         raise _invalid(scop, "parallel", True, "false (the kernel has no shared outer loop to distribute)")
-    return CpuRecipe(
-        tile_sizes=core.tiles,
-        reduction_tile_sizes=core.reduction_tiles,
-        point_order=core.point_order,
-        unroll=recipe.unroll,
-        pad=recipe.pad,
-        algorithm=recipe.algorithm,
-        tile_order=tile_order,
-        vector_width=recipe.vector_width,
-        parallel=recipe.parallel,
-        register_tile_sizes=registers,
-        pack=recipe.pack,
-    )
+    return replace(recipe, **core.filled(), tile_order=tile_order, register_tile_sizes=registers)
 
 
 def _check_gpu(scop: Scop, recipe: GpuRecipe, core: _Core, limits: TargetLimits) -> GpuRecipe:
@@ -235,16 +227,7 @@ def _check_gpu(scop: Scop, recipe: GpuRecipe, core: _Core, limits: TargetLimits)
         stageable = stageable_operands(scop) if recipe.shared_memory else ()
     if len(set(recipe.shared_memory)) != len(recipe.shared_memory) or any(a not in stageable for a in recipe.shared_memory):
         raise _invalid(scop, "shared_memory", recipe.shared_memory, f"distinct arrays among {list(stageable)} (float32 inputs the anchor reads through plain iterators, with a reduction)")
-    normalised = GpuRecipe(
-        tile_sizes=tiles,
-        reduction_tile_sizes=core.reduction_tiles,
-        point_order=core.point_order,
-        unroll=recipe.unroll,
-        pad=recipe.pad,
-        algorithm=recipe.algorithm,
-        thread_tile_sizes=threads,
-        shared_memory=recipe.shared_memory,
-    )
+    normalised = replace(recipe, **core.filled(), thread_tile_sizes=threads)
     if recipe.shared_memory:
         needed = shared_memory_bytes(scop, normalised)
         if needed > limits.shared_memory_per_block:

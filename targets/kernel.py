@@ -27,6 +27,7 @@ class Kernel(Protocol):
     Attributes:
         scop: what it computes (before scheduling).
         recipe: the schedule it was compiled with (a CpuRecipe or a GpuRecipe).
+        llvm_ir: the optimised LLVM IR text.
         arrays: its arguments, in order: ``scop.arrays`` (on the GPU those in global
             memory), then the scratch arrays the recipe's data-layout transformations
             added (packed panels, zero-padded and im2col copies), which the caller
@@ -36,14 +37,13 @@ class Kernel(Protocol):
         constant_copies: copy statements the kernel leaves to its caller because they read
             only constants (packing weights into panels): each writes one scratch argument
             once, before the first call (:mod:`polytf.plan.constant_layout`). Empty on the GPU.
-        llvm_ir: the optimised LLVM IR text.
     """
 
     scop: Scop
     recipe: ScheduleRecipe
+    llvm_ir: str
     arrays: tuple[ArrayInfo, ...]
     argument_bytes: tuple[int, ...]
-    llvm_ir: str
     constant_copies: tuple[Statement, ...] = ()
 
     @property

@@ -22,15 +22,9 @@ __all__ = ["load_model"]
 
 
 def load_model(
-    path: str | os.PathLike,
-    cache_dir: str | os.PathLike | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    outputs: Sequence[str] | None = None,
-    threads: int | None = None,
-    fallback: bool = True,
-    signature: str | None = None,
-    target: str = "cpu",
-    storage: str | None = None,
+    path: str | os.PathLike, cache_dir: str | os.PathLike | None = None, input_shapes: Mapping[str, Sequence[int]] | None = None,
+    outputs: Sequence[str] | None = None, threads: int | None = None, fallback: bool = True, signature: str | None = None,
+    target: str = "cpu", storage: str | None = None,
 ) -> Model:
     """A model of ``path`` for ``target`` (``"cpu"``: a
     :class:`~polytf.runtime.cpu.compiled_model.CompiledModel`; ``"cuda"``: a

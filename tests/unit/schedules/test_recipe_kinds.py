@@ -11,27 +11,12 @@ from polytf.errors import ScheduleError
 from polytf.schedules.recipe import RECIPE_KINDS, CpuRecipe, GpuRecipe, ScheduleRecipe
 
 CPU = CpuRecipe(
-    tile_sizes=(3, 96),
-    reduction_tile_sizes=(256,),
-    point_order=("d1", "d0", "r0"),
-    unroll=2,
-    pad=True,
-    algorithm="im2col",
-    tile_order=(1, 0),
-    vector_width=16,
-    parallel=True,
-    register_tile_sizes=(3, 32),
-    pack=("A1",),
+    tile_sizes=(3, 96), reduction_tile_sizes=(256,), point_order=("d1", "d0", "r0"), unroll=2, pad=True, algorithm="im2col",
+    tile_order=(1, 0), vector_width=16, parallel=True, register_tile_sizes=(3, 32), pack=("A1",),
 )
 GPU = GpuRecipe(
-    tile_sizes=(0, 32),
-    reduction_tile_sizes=(16,),
-    point_order=("r0", "d0", "d1"),
-    unroll=4,
-    pad=True,
-    algorithm="direct",
-    thread_tile_sizes=(1, 2),
-    shared_memory=("A0", "A1"),
+    tile_sizes=(0, 32), reduction_tile_sizes=(16,), point_order=("r0", "d0", "d1"), unroll=4, pad=True,
+    thread_tile_sizes=(1, 2), shared_memory=("A0", "A1"),
 )
 #: a CPU recipe as polytf 61c8331 wrote it in a tuning record (every field of both kinds)
 FLAT_CPU = {
@@ -89,22 +74,18 @@ def test_the_kinds_share_the_core_and_only_it():
     assert CPU != CpuRecipe(**{**CPU.__dict__, "parallel": False}) and hash(GPU) == hash(GpuRecipe(**GPU.__dict__))
 
 
-def test_a_flat_cpu_recipe_of_61c8331_parses_into_a_cpu_recipe_with_its_values():
-    recipe = ScheduleRecipe.from_dict(FLAT_CPU)
-    assert type(recipe) is CpuRecipe
-    for name in CpuRecipe.FIELD_TYPES:
+@pytest.mark.parametrize(("flat", "kind"), [(FLAT_CPU, CpuRecipe), (FLAT_GPU, GpuRecipe)], ids=["cpu", "gpu"])
+def test_a_flat_recipe_of_61c8331_parses_into_its_kind_with_its_values(flat, kind):
+    recipe = ScheduleRecipe.from_dict(flat)
+    assert type(recipe) is kind
+    for name in kind.FIELD_TYPES:
         value = getattr(recipe, name)
-        assert (list(value) if isinstance(value, tuple) else value) == FLAT_CPU[name], name
+        assert (list(value) if isinstance(value, tuple) else value) == flat[name], name
 
 
-def test_a_flat_gpu_recipe_of_61c8331_parses_into_a_gpu_recipe_with_its_values():
-    recipe = ScheduleRecipe.from_dict(FLAT_GPU)
-    assert type(recipe) is GpuRecipe
-    for name in GpuRecipe.FIELD_TYPES:
-        value = getattr(recipe, name)
-        assert (list(value) if isinstance(value, tuple) else value) == FLAT_GPU[name], name
+def test_unused_fields_of_the_other_kind_and_omitted_fields_of_a_flat_recipe():
     # the natural tile order a validated GPU recipe carried is "not used" too
-    assert ScheduleRecipe.from_dict({**FLAT_GPU, "tile_order": [0, 1]}) == recipe
+    assert ScheduleRecipe.from_dict({**FLAT_GPU, "tile_order": [0, 1]}) == ScheduleRecipe.from_dict(FLAT_GPU)
     # fields omitted by hand take their defaults, as before: no "gpu" means a CPU recipe
     assert ScheduleRecipe.from_dict({"tile_sizes": [4, 8], "gpu": True}) == GpuRecipe(tile_sizes=(4, 8))
     assert ScheduleRecipe.from_dict({"tile_sizes": [4, 8]}) == CpuRecipe(tile_sizes=(4, 8))
