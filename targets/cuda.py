@@ -168,7 +168,7 @@ class CudaKernel(Kernel):
     current CUDA device.
 
     Attributes:
-        scop, recipe, arrays, argument_bytes, llvm_ir: as a
+        scop, recipe, llvm_ir, arrays, argument_bytes: as a
             :class:`~polytf.targets.kernel.Kernel`'s (``recipe`` a GpuRecipe; ``arrays`` its
             global-memory arguments: shared arrays are not arguments).
         ptx: the PTX text; ``name`` the kernel's ``.entry``.
@@ -178,12 +178,12 @@ class CudaKernel(Kernel):
 
     scop: Scop
     recipe: ScheduleRecipe
+    llvm_ir: str
+    ptx: str
+    name: str
+    launch: GpuLaunch
     arrays: tuple[ArrayInfo, ...]
     argument_bytes: tuple[int, ...]
-    ptx: str
-    llvm_ir: str
-    launch: GpuLaunch
-    name: str
     _function: object = field(default=None, repr=False)
     _module: object = field(default=None, repr=False)
 
@@ -361,7 +361,9 @@ class CudaTarget(Target):
         arguments = global_arrays(kernel, scheduled.launch)
         sizes = dict(zip((a.name for a in kernel.arrays), required_bytes(kernel)))
         ptx, optimised = self.ptx(code, kernel.name)
-        return CudaKernel(scop, recipe, arguments, tuple(sizes.get(a.name, array_bytes(a)) for a in arguments), ptx, optimised, scheduled.launch, kernel.name)
+        return CudaKernel(
+            scop, recipe, optimised, ptx, kernel.name, scheduled.launch, arrays=arguments, argument_bytes=tuple(sizes.get(a.name, array_bytes(a)) for a in arguments)
+        )
 
     def assembly_of(self, code: str, kernel: str) -> str:
         """The PTX of NVPTX IR text from :meth:`emit` (for ``polytf show``)."""

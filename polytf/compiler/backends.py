@@ -1,9 +1,9 @@
 """Backends: the one place that knows the kinds of target, and the record of one chosen once.
 
 A :class:`Backend` is what the compiler driver, the tuner, the command line and the bench
-need of a target, TVM meta_schedule's Builder/Runner split in one record (Chen et al.,
+need of a target, TVM's Builder/Runner split in one record (AutoTVM: Chen et al.,
 "Learning to Optimize Tensor Programs", NeurIPS 2018; ``tvm.meta_schedule.builder`` and
-``runner``): the target (:class:`~polytf.targets.target.Target`: compiles kernels), the
+``tvm.meta_schedule.runner``): the target (:class:`~polytf.targets.target.Target`: compiles kernels), the
 thread count its cache keys, search spaces and measurements use, how a model of a
 prepared graph is built (:meth:`Backend.build_model`: a
 :class:`~polytf.runtime.model.Model`), how a compiled kernel is verified and timed
@@ -11,15 +11,13 @@ prepared graph is built (:meth:`Backend.build_model`: a
 It is chosen once, by name (:func:`select_backend`: ``"cpu"`` or ``"cuda"``), and nothing
 after that asks which device it runs on:
 
-=========================  ===========================================  ===================================================
-                           :class:`CpuBackend`                          :class:`CudaBackend`
-=========================  ===========================================  ===================================================
-target                     :class:`~polytf.targets.cpu.CpuTarget`       :class:`~polytf.targets.cuda.CudaTarget`
-threads                    ``--threads`` (default: the CPUs)            :data:`CUDA_THREADS`, whatever ``--threads`` says
-model                      :class:`~polytf.runtime.cpu.compiled_model.CompiledModel`   :class:`~polytf.runtime.cuda.model.CudaModel`
-kernel measurement         :class:`~polytf.runtime.cpu.kernel_bench.KernelBench`       :class:`~polytf.runtime.cuda.kernel_bench.CudaKernelBench`
-device                     none                                         CuPy on the current GPU, or the CPU emulation
-=========================  ===========================================  ===================================================
+- :class:`CpuBackend`: a :class:`~polytf.targets.cpu.CpuTarget`, ``--threads`` threads
+  (default: the CPUs), a :class:`~polytf.runtime.cpu.compiled_model.CompiledModel`, kernels
+  measured by a :class:`~polytf.runtime.cpu.kernel_bench.KernelBench`, no device (this process);
+- :class:`CudaBackend`: a :class:`~polytf.targets.cuda.CudaTarget`, :data:`CUDA_THREADS`
+  whatever ``--threads`` says, a :class:`~polytf.runtime.cuda.model.CudaModel`, kernels
+  measured by a :class:`~polytf.runtime.cuda.kernel_bench.CudaKernelBench`, the device
+  backend CuPy on the current GPU or the CPU emulation.
 
 ``"cuda"`` needs CuPy and a device: asking for it without them is a
 :class:`~polytf.errors.DependencyMissingError` that says what to install, checked before
