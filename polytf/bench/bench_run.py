@@ -7,10 +7,10 @@ Ctrl-C, record a model polytf cannot build as a failed row. What differs is a
 TensorFlow and XLA on this CPU, per thread count) or
 :class:`~polytf.bench.cuda_bench.CudaBenchRun` (polytf's GPU kernels against cuBLAS and
 cuDNN on one device), made for the :class:`~polytf.compiler.backends.Backend` chosen once
-from ``--target``. Both build a row's models the same way (:meth:`BenchRun.models`: the
-model with default recipes, the model's kernels tuned into the run's cache, the model
-built from those records) through the backend, and tune through
-:func:`polytf.autotune.model_tuner.tune_model`.
+from ``--target``. Both build a row's models through the backend (the model with default
+recipes; :meth:`BenchRun.tuned_model`: the model's kernels tuned into the run's cache by
+:func:`polytf.autotune.model_tuner.tune_model`, the model built from those records), and
+state their settings the same way (:meth:`BenchRun.result`).
 """
 
 from __future__ import annotations

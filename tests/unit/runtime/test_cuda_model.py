@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 import pytest
-from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder
+from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder, reshaped_matmul_nodes
 
 import polytf
 from polytf.compiler.backends import CudaBackend, cuda_unavailable_reason
@@ -112,19 +112,7 @@ def test_views_and_outputs_that_are_placeholders_or_constants():
     rng = np.random.default_rng(3)
     w = rng.standard_normal((6, 3)).astype(np.float32)
     table = rng.standard_normal((2, 2)).astype(np.float32)
-    graph = build_graph(
-        [
-            placeholder("x", (2, 3, 2)),
-            const("shape", np.array([2, 6], dtype=np.int32)),
-            Node("flat", "Reshape", ("x:0", "shape:0")),
-            const("w", w),
-            Node("mm", "MatMul", ("flat:0", "w:0")),
-            Node("out", "Identity", ("mm:0",)),
-            Node("same", "Identity", ("x:0",)),
-            const("table", table),
-        ],
-        ["out:0", "same:0", "table:0"],
-    )
+    graph = build_graph([*reshaped_matmul_nodes(w), Node("same", "Identity", ("x:0",)), const("table", table)], ["out:0", "same:0", "table:0"])
     device = EmulatedDevice()
     model = cuda_model(prepared_of(graph), device)
     x = rng.standard_normal((2, 3, 2)).astype(np.float32)
