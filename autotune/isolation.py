@@ -85,9 +85,10 @@ class CandidateEvaluator:
         codegen: LLVM settings of the worker's target.
         start_timeout_s: how long a new worker may take to start (not part of a
             candidate's limit).
-        target_name: the target the worker compiles and measures for: ``"cpu"`` (wall
-            clock around each call) or ``"cuda"`` (the current GPU; CUDA events around each
-            launch).
+        target_name: the name of the target the worker compiles and measures for; the
+            worker chooses that backend (:func:`~polytf.compiler.backends.select_backend`):
+            ``"cpu"`` (wall clock around each call) or ``"cuda"`` (the current GPU; CUDA
+            events around each launch).
 
     Use as a context manager (the worker is stopped on exit).
     """

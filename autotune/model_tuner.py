@@ -50,8 +50,8 @@ from polytf.autotune.shared_study import UnlimitedWait
 from polytf.autotune.task_scheduler import Task, TaskScheduler
 from polytf.autotune.tuner import KernelTuning, KernelTuningResult, TrialCallback, tune_kernel
 from polytf.autotune.warm_start import WarmStarts, kernel_family
-from polytf.compiler.model_builder import build_model, cache_key, prepare_model, schedule_record
-from polytf.compiler.target_selection import is_gpu_target, select_target, target_threads
+from polytf.compiler.backends import backend_for, select_target, target_threads
+from polytf.compiler.model_builder import cache_key, prepare_model, schedule_record
 from polytf.config import CodegenConfig, TuningConfig, default_thread_count
 from polytf.errors import PolytfError, TuningError
 from polytf.lowering.lowered_kernel import LoweredKernel
@@ -183,7 +183,7 @@ def tune_model(
     (seconds of wall time, counted from this call; see the module). ``target``: ``"cpu"``
     or ``"cuda"`` (recipes from the GPU's search space, candidates compiled and timed on the
     GPU in the worker, records under the GPU's fingerprint; ``threads`` is then ignored:
-    :data:`~polytf.compiler.target_selection.GPU_THREADS`).
+    :data:`~polytf.compiler.backends.CUDA_THREADS`).
 
     ``storage``: where records and studies live (:func:`~polytf.storage.tuning_storage.open_tuning_storage`:
     None reads ``$POLYTF_STORAGE``, else the cache directory; ``"postgresql://..."``: that
@@ -284,11 +284,7 @@ def tune_model(
 def _built_model(prepared, recipes: Mapping[str, object], target: Target, threads: int):
     """The model with ``recipes`` (others: default recipes) for ``target``: a CompiledModel,
     or a CudaModel on the GPU (whose ``latency_s`` is timed with CUDA events)."""
-    if is_gpu_target(target):
-        from polytf.runtime.cuda.cuda_model import build_cuda_model
-
-        return build_cuda_model(prepared, recipes, target)
-    return build_model(prepared, recipes, target, threads)
+    return backend_for(target, threads).build_model(prepared, recipes)
 
 
 def _ops(kernel: LoweredKernel) -> tuple[str, ...]:

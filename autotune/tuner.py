@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -86,28 +87,18 @@ def tune_kernel(
     target: Target,
     *,
     trials: int,
-    threads: int,
-    storage: str | optuna.storages.BaseStorage | None = None,
-    study_name: str | None = None,
-    seed: int = 0,
-    measurement: MeasurementConfig | None = None,
     timeout_s: float | None = None,
-    restart: bool = False,
     on_trial: TrialCallback | None = None,
-    evaluator: Evaluator | None = None,
-    lock: AbstractContextManager | None = None,
-    measurement_lock: AbstractContextManager | None = None,
-    candidate_time_limit_s: float = TuningConfig.candidate_time_limit_s,
-    codegen: CodegenConfig | None = None,
-    faults: Mapping[int, str] | None = None,
+    **settings: Any,
 ) -> KernelTuningResult:
-    """Search ``trials`` recipes for ``kernel`` and return the best verified one.
+    """Search ``trials`` recipes for ``kernel`` and return the best verified one: one
+    :meth:`KernelTuning.run` of a :class:`KernelTuning` of the kernel.
 
     Candidates run in a worker process (:class:`~polytf.autotune.isolation.CandidateEvaluator`)
-    for ``target`` (its search space gives the recipes; the worker builds a target of the
-    same name: the CPU, or the GPU through CuPy, where candidates are timed with CUDA
-    events): a crash, an LLVM abort or a hang (over ``candidate_time_limit_s``) fails that
-    trial with its cause, and the study goes on.
+    for ``target`` (its search space gives the recipes; the worker chooses the backend of the
+    same name, :func:`~polytf.compiler.backends.select_backend`: the CPU, or the GPU through
+    CuPy, where candidates are timed with CUDA events): a crash, an LLVM abort or a hang
+    (over ``candidate_time_limit_s``) fails that trial with its cause, and the study goes on.
 
     Several processes may tune the same study at once (``polytf tune`` on one cache):
     claiming a trial happens under ``lock``, counting every trial that is running or
@@ -117,45 +108,17 @@ def tune_kernel(
     the study reports the same best recipe.
 
     Args:
-        storage: Optuna storage (URL or object); None keeps the study in memory.
-        study_name: name in the storage (the cache-key digest); resumed if it exists.
         timeout_s: no trial is claimed after this many seconds.
-        restart: delete an existing study of that name first (``--retune``).
         on_trial: called after each trial with (number, recipe, measurement or None,
             failure reason or None, best latency so far).
-        evaluator: replaces the worker (tests use a fake measurer): returns a Measurement,
-            or a failure reason.
-        lock: inter-process lock around study creation and trial claims (the storage's
-            ``study_lock``: a file lock of the cache, or a PostgreSQL advisory lock); None: a
-            lock of this process only.
-        measurement_lock: held while a candidate is compiled, verified and timed, so that
-            tuners sharing the machine never time candidates at the same time; None: none.
-        candidate_time_limit_s: wall-clock limit of one candidate in the worker.
-        codegen: LLVM settings of the worker's target.
-        faults: trial number -> fault to inject (``"crash"``, ``"hang"``, ``"abort"``; tests).
+        settings: the keyword arguments of :class:`KernelTuning` (``threads`` required).
 
     Raises:
         TuningError: not even the default recipe compiles and verifies (the cause is named),
             or no worker process can be started.
         CacheError: a lock of the cache cannot be acquired in time.
     """
-    with KernelTuning(
-        kernel,
-        target,
-        threads=threads,
-        storage=storage,
-        study_name=study_name,
-        seed=seed,
-        measurement=measurement,
-        restart=restart,
-        evaluator=evaluator,
-        lock=lock,
-        measurement_lock=measurement_lock,
-        candidate_time_limit_s=candidate_time_limit_s,
-        codegen=codegen,
-        faults=faults,
-        planned_trials=trials,
-    ) as tuning:
+    with KernelTuning(kernel, target, planned_trials=trials, **settings) as tuning:
         return tuning.run(trials, timeout_s=timeout_s, on_trial=on_trial)
 
 
@@ -166,9 +129,24 @@ class KernelTuning(AbstractContextManager):
     :func:`tune_kernel` is one run of one of these.
 
     Args:
-        kernel, target, threads, storage, study_name, seed, measurement, restart,
-        evaluator, lock, measurement_lock, candidate_time_limit_s, codegen, faults: as
-            for :func:`tune_kernel`.
+        kernel: the kernel to tune.
+        target: the target its candidates are compiled for (its search space gives them).
+        threads: threads the candidates run on (the target's thread count).
+        storage: Optuna storage (URL or object); None keeps the study in memory.
+        study_name: name in the storage (the cache-key digest); resumed if it exists.
+        seed: seed of the sampler and of the random inputs.
+        measurement: verification tolerances and timing repetitions.
+        restart: delete an existing study of that name first (``--retune``).
+        evaluator: replaces the worker (tests use a fake measurer): returns a Measurement,
+            or a failure reason.
+        lock: inter-process lock around study creation and trial claims (the storage's
+            ``study_lock``: a file lock of the cache, or a PostgreSQL advisory lock); None: a
+            lock of this process only.
+        measurement_lock: held while a candidate is compiled, verified and timed, so that
+            tuners sharing the machine never time candidates at the same time; None: none.
+        candidate_time_limit_s: wall-clock limit of one candidate in the worker.
+        codegen: LLVM settings of the worker's target.
+        faults: trial number -> fault to inject (``"crash"``, ``"hang"``, ``"abort"``; tests).
         planned_trials: the trials the study is meant to get, which sizes the sampler's
             random start-up and how many of the default and heuristic recipes a new study
             gets enqueued; None (tuning under a time budget, total unknown): the start-up
@@ -225,7 +203,7 @@ class KernelTuning(AbstractContextManager):
                 seed=seed,
                 time_limit_s=candidate_time_limit_s,
                 codegen=codegen,
-                target_name=target.name,  # the worker builds its own target: the CPU, or the GPU through CuPy
+                target_name=target.name,  # the worker chooses the backend of this name (the CPU, or the GPU through CuPy)
             )
             isolated, study_run = self._isolated, self._study_run
 

@@ -22,7 +22,8 @@ from polytf.errors import ScheduleError
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
-from polytf.schedules.validation import TargetLimits, validate_recipe
+from polytf.schedules.target_limits import TargetLimits
+from polytf.schedules.validation import validate_recipe
 
 _NUMBER = re.compile(r"\d+")
 

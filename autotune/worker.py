@@ -9,21 +9,25 @@ Protocol (``multiprocessing`` connection, pickled tuples), parent → worker:
 
 - ``("kernel", scop, inputs, expected, threads, measurement, codegen, constants, target)``:
   the kernel to work on, its seeded inputs and the reference outputs (computed by the
-  parent, which holds the numpy reference), the arrays that hold weights, and the target
-  (``"cpu"``, or ``"cuda"``: the current GPU through CuPy); answered ``("ready",)``, or
-  ``("failure", cause)`` when the target cannot be used here (no CuPy or no GPU).
+  parent, which holds the numpy reference), the arrays that hold weights, and the name of
+  the target: the worker chooses its backend by it, once
+  (:func:`~polytf.compiler.backends.select_backend`: ``"cpu"``, or ``"cuda"``: the current
+  GPU through CuPy); answered ``("ready",)``, or ``("failure", cause)`` when the target
+  cannot be used here (no CuPy or no GPU).
 - ``("candidate", recipe_dict, cutoff_s, verify_only, fault)``: compile the recipe, verify
-  it, and unless ``verify_only`` time it (:meth:`KernelBench.measure` on the CPU,
-  :meth:`~polytf.runtime.cuda.kernel_bench.DeviceKernelBench.measure` on the GPU: CUDA
-  events around each launch); answered ``("measurement", Measurement)`` or
-  ``("failure", cause)`` for a recipe that raises (illegal, does not compile, or an
-  internal error). On the GPU, an error that is not polytf's own (a CUDA error: an illegal
-  address, a launch failure) leaves the CUDA context unusable: the answer is then
+  it, and unless ``verify_only`` time it (the backend's
+  :meth:`~polytf.compiler.backends.Backend.kernel_measurer`: the wall clock around each
+  call on the CPU, CUDA events around each launch on the GPU); answered
+  ``("measurement", Measurement)`` or ``("failure", cause)`` for a recipe that raises
+  (illegal, does not compile, or an internal error). On a backend whose device an error
+  that is not polytf's own leaves unusable
+  (:attr:`~polytf.compiler.backends.Backend.restarts_after_foreign_error`: a CUDA error, an
+  illegal address or a launch failure, breaks the CUDA context), the answer is then
   ``("failure", cause, True)`` and the worker exits, so that the next candidate gets a
   fresh process and context.
 - ``("exit",)``.
 
-Timing happens here, around the kernel calls only (:class:`KernelBench`), so neither the
+Timing happens here, around the kernel calls only, so neither the
 worker's start-up nor the messages are in the timed region. The worker runs as
 ``python -m polytf.autotune.worker FD`` in a session of its own (Ctrl-C in a terminal
 reaches the tuner, which decides), ignores SIGINT, dies with its parent, and its stderr
@@ -39,6 +43,10 @@ import sys
 import time
 import traceback
 from pathlib import Path
+
+from polytf.compiler.backends import select_backend
+from polytf.errors import PolytfError
+from polytf.schedules.recipe import ScheduleRecipe
 
 #: Faults the worker can be told to inject (:data:`polytf.config.TUNING_FAULTS_ENVIRONMENT_VARIABLE`).
 FAULTS = ("crash", "hang", "abort")
@@ -79,14 +87,9 @@ def serve(connection) -> None:
     """The worker's main loop, on a ``multiprocessing.connection.Connection`` to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
-    from polytf.errors import PolytfError
-    from polytf.schedules.recipe import ScheduleRecipe
-
-    bench = target = None
+    backend = measure = scop = None
     constants: frozenset[str] = frozenset()
-    threads = 1
     measurement = None
-    on_gpu = False
     while True:
         try:
             message = connection.recv()
@@ -98,53 +101,28 @@ def serve(connection) -> None:
         if kind == "kernel":
             _, scop, inputs, expected, threads, measurement, codegen, constants, target_name = message
             try:
-                target, bench = _target_and_bench(target_name, scop, inputs, expected, codegen)
+                backend = select_backend(target_name, codegen, threads)
+                measure = backend.kernel_measurer(scop, inputs, expected)
             except PolytfError as error:  # e.g. no CuPy or no GPU in this process
                 connection.send(("failure", f"{type(error).__name__}: {error}"))
                 return
-            on_gpu = target.name == "cuda"
             connection.send(("ready",))
             continue
         _, recipe_dict, cutoff_s, verify_only, fault = message
         if fault:
             inject(fault)
         try:
-            compiled = target.compile(bench.scop, ScheduleRecipe.from_dict(recipe_dict), constants)
-            if on_gpu:
-                result = bench.measure(compiled, measurement, cutoff_s, timed=not verify_only)
-            else:
-                result = bench.measure(compiled, threads, measurement, cutoff_s, timed=not verify_only)
+            compiled = backend.target.compile(scop, ScheduleRecipe.from_dict(recipe_dict), constants)
+            result = measure(compiled, measurement, cutoff_s, not verify_only)
         except PolytfError as error:  # an illegal recipe, a compile error, a buffer too small
             connection.send(("failure", f"{type(error).__name__}: {error}"))
         except Exception as error:  # a bug in polytf, or a CUDA error: this candidate fails with it, the study goes on
-            if on_gpu:  # the CUDA context may be broken: a fresh worker takes the next candidate
+            if backend.restarts_after_foreign_error:  # the device may be broken: a fresh worker takes the next candidate
                 connection.send(("failure", internal_error(error), True))
                 return
             connection.send(("failure", internal_error(error)))
         else:
             connection.send(("measurement", result))
-
-
-def _target_and_bench(target_name: str, scop, inputs, expected, codegen):
-    """The worker's target and bench for ``target_name``: the CPU with a
-    :class:`~polytf.runtime.cpu.kernel_bench.KernelBench`, or the GPU with a
-    :class:`~polytf.runtime.cuda.kernel_bench.DeviceKernelBench` on CuPy (on the CPU emulation
-    of the device with ``POLYTF_CUDA_EMULATION=1``).
-
-    Raises:
-        DependencyMissingError: ``"cuda"`` without CuPy or a GPU.
-        PolytfError: an unknown target name.
-    """
-    from polytf.compiler.target_selection import device_backend, select_target
-
-    target = select_target(target_name, codegen)
-    if target.name == "cuda":
-        from polytf.runtime.cuda.kernel_bench import DeviceKernelBench
-
-        return target, DeviceKernelBench(scop, inputs, expected, device_backend())
-    from polytf.runtime.cpu.kernel_bench import KernelBench
-
-    return target, KernelBench(scop=scop, inputs=inputs, expected=expected)
 
 
 __all__ = ["serve", "inject", "internal_error", "main", "FAULTS"]

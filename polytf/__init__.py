@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from polytf.autotune.model_tuner import TuneReport
     from polytf.export import ExportedModel
     from polytf.runtime.cpu.compiled_model import CompiledModel
-    from polytf.runtime.cuda.cuda_model import CudaModel
+    from polytf.runtime.cuda.model import CudaModel
 
 
 def load(
@@ -62,7 +62,7 @@ def load(
             read from the cache directory then. Needs ``pip install 'polytf[postgresql]'``.
 
     Returns:
-        With ``target="cuda"``: a :class:`~polytf.runtime.cuda.cuda_model.CudaModel` that keeps
+        With ``target="cuda"``: a :class:`~polytf.runtime.cuda.model.CudaModel` that keeps
         every tensor on the GPU (weights uploaded once): numpy arrays in give numpy arrays
         out; CuPy arrays in give CuPy arrays out, with no copy to the host. Otherwise a
         :class:`~polytf.runtime.cpu.compiled_model.CompiledModel`, called as
@@ -79,7 +79,7 @@ def load(
         CacheError: a ``storage`` URL that is invalid or whose server cannot be reached.
         PolytfError: an unknown ``target``.
     """
-    from polytf.compiler.model_builder import load_model
+    from polytf.compiler.loading import load_model
 
     return load_model(
         path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature, target=target,

@@ -22,7 +22,7 @@ from polytf.errors import PolytfError
 from polytf.version import __version__
 
 console = Console(stderr=True)
-#: ``--target`` values (polytf.compiler.target_selection.TARGET_NAMES, without importing the runtime)
+#: ``--target`` values (polytf.compiler.backends.TARGET_NAMES, without importing the runtime)
 TARGET_CHOICES = ("cpu", "cuda")
 # Wide tables when writing to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 160)
@@ -359,11 +359,11 @@ def command_show(args) -> int:
         raise SystemExit(f"error: no kernel {args.kernel!r}; kernels: {', '.join(k.scop.name for k in prepared.kernels)}")
     kernel = matches[0]
     if args.target == "cuda":  # code only: no device needed (without one, PTX for --arch or sm_80)
-        from polytf.compiler.target_selection import GPU_THREADS
+        from polytf.compiler.backends import CUDA_THREADS
         from polytf.targets.cuda import CudaTarget
 
         target = CudaTarget(compute_capability=args.arch) if args.arch else CudaTarget()
-        threads = GPU_THREADS
+        threads = CUDA_THREADS
     else:
         target = CpuTarget()
     constants = constant_arrays(kernel)  # shown as the model runs it: weights packed ahead of time
@@ -593,13 +593,8 @@ def _rewritten_ops() -> dict[str, str]:
 
 
 def command_bench(args) -> int:
-    if args.target == "cuda":
-        from polytf.bench.cuda_runner import cuda_options_from_arguments, run_cuda_bench
-
-        if args.threads:
-            console.print("[yellow]--threads is ignored with --target cuda[/]")
-        return run_cuda_bench(cuda_options_from_arguments(args), console=console, stdout=stdout)
-    from polytf.bench.runner import options_from_arguments, run_bench
+    from polytf.bench.options import options_from_arguments
+    from polytf.bench.runner import run_bench
 
     return run_bench(options_from_arguments(args), console=console, stdout=stdout)
 

@@ -141,7 +141,7 @@ TUNING_FAULTS_ENVIRONMENT_VARIABLE = "POLYTF_TUNING_FAULTS"
 #: Environment variable that, set to ``1``, runs target ``cuda`` without a GPU: kernels are
 #: still compiled to PTX (for the offline device of :class:`polytf.targets.cuda.CudaTarget`,
 #: whose fingerprint no real GPU shares), but every launch runs the kernel's GPU schedule
-#: compiled for the CPU (:mod:`polytf.runtime.cuda.emulated_device`), in models, tuning workers
+#: compiled for the CPU (:mod:`polytf.runtime.cuda.emulation`), in models, tuning workers
 #: and ``polytf bench --target cuda`` alike. For tests and for checking GPU recipes on a
 #: machine without one; its timings are the CPU's.
 CUDA_EMULATION_ENVIRONMENT_VARIABLE = "POLYTF_CUDA_EMULATION"

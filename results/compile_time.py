@@ -13,7 +13,7 @@ graph output) to every fourth node, so fusion groups have outputs in the middle.
 
 For each length and chain, one fresh process runs :func:`polytf.load` on an empty cache
 directory and times each stage inside that call (by wrapping the functions
-:func:`polytf.compiler.model_builder.load_model` calls): reading and shape inference, the
+:func:`polytf.compiler.loading.load_model` calls): reading and shape inference, the
 graph passes (:func:`polytf.passes.pipeline.optimize`), partition, lowering, the cache
 lookup (Scop fingerprints), and scheduling + LLVM code generation + JIT of every kernel with
 its default recipe (``build_model``); the total is the whole ``polytf.load`` call. The model

@@ -47,12 +47,12 @@ CHECK = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)
 
 def end_to_end(path: Path, prepared, target: CudaTarget) -> tuple[float, bool]:
     """The model on the emulated device against TensorFlow: (max error / max |reference|, within tolerance)."""
+    from polytf.compiler.backends import CudaBackend
     from polytf.model_zoo import run_graphdef_with_tensorflow
     from polytf.model_zoo.language_models import zoo_inputs
-    from polytf.runtime.cuda.cuda_model import build_cuda_model
-    from polytf.runtime.cuda.emulated_device import EmulatedDevice
+    from polytf.runtime.cuda.emulation import EmulatedDevice
 
-    model = build_cuda_model(prepared, target=target, backend=EmulatedDevice())
+    model = CudaBackend(target, 1, EmulatedDevice()).build_model(prepared)
     feeds = zoo_inputs(model.input_types, seed=7)
     (output,) = model.output_names
     got = model(**feeds)[output]

@@ -24,18 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from polytf.runtime.timing import call_latencies
+
 MODELS = [("mlp", 1, (1, 784)), ("cifar_cnn", 1, (1, 32, 32, 3)), ("cifar_cnn", 32, (32, 32, 32, 3))]
 
 
 def median_latency(call, repeats: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        call()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return statistics.median(call_latencies(call, repeats, warmup))
 
 
 def machine() -> dict:

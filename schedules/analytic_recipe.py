@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass
 
 from polytf.poly.statement import Statement
-from polytf.schedules.validation import round_up
+from polytf.schedules.target_limits import round_up
 
 __all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "even_rows"]
 

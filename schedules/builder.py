@@ -43,7 +43,7 @@ dependences, and the code generator distributes only their loops::
                                       ->       mark "parallel c2"        isl generates no loop)
                                                  band [d2]               (the loop distributed)
 
-A GPU recipe (``recipe.gpu``) gets the tree of :mod:`polytf.schedules.gpu_mapping`
+A GPU recipe (:class:`~polytf.schedules.recipe.GpuRecipe`) gets the tree of :mod:`polytf.schedules.gpu_mapping`
 instead: blocks and threads marks over the tiled shared band, shared-memory copies
 grafted between barriers.
 
@@ -64,12 +64,14 @@ from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
 from polytf.schedules.gpu_mapping import GpuLaunch, map_to_gpu
+from polytf.schedules.gpu_search_space import default_gpu_recipe
 from polytf.schedules.legality import check_legality
 from polytf.schedules.marks import MicrokernelMark, ParallelMark
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import GpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
+from polytf.schedules.target_limits import TargetLimits
 from polytf.schedules.tree_nodes import insert_statement_sequence, partial_schedule, union_domain
-from polytf.schedules.validation import TargetLimits, validate_recipe
+from polytf.schedules.validation import validate_recipe
 
 
 @dataclass(frozen=True)
@@ -288,8 +290,8 @@ def schedule_scop(
             the dependence).
     """
     recipe = validate_recipe(scop, recipe, limits)
-    if recipe.gpu:
-        mapped = map_to_gpu(scop, recipe, check=check)
+    if isinstance(recipe, GpuRecipe):
+        mapped = map_to_gpu(scop, recipe, default_gpu_recipe, check=check)
         return ScheduledScop(mapped.scop, recipe, mapped.schedule, (), mapped.launch)
     prepared = apply_data_layout(scop, recipe)
     ahead = tuple(c for c in copy_statements(prepared) if isinstance(c.value, Load) and c.value.access.array in constant_arrays)

@@ -47,6 +47,7 @@ staging and bounds on every machine.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -61,8 +62,8 @@ from polytf.schedules.legality import check_legality, dependences_of
 from polytf.schedules.marks import HARDWARE_DIMENSIONS, BarrierMark, GpuMark
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
+from polytf.schedules.target_limits import round_up
 from polytf.schedules.tree_nodes import insert_statement_sequence, partial_schedule, union_domain
-from polytf.schedules.validation import round_up
 
 
 @dataclass(frozen=True)
@@ -603,23 +604,23 @@ def _maps(union: isl.UnionMap) -> list[isl.Map]:
     return found
 
 
-def _copy_phase(prepared: Scop, copy: Statement) -> tuple[isl.Schedule, GpuLaunch]:
+def _copy_phase(prepared: Scop, copy: Statement, copy_recipe: Callable[[Scop], ScheduleRecipe]) -> tuple[isl.Schedule, GpuLaunch]:
     """A data-layout copy (zero-padding, im2col) as a launch of its own before the kernel's
-    (a grid-wide barrier between them: the stream's order): its output dimensions mapped as
-    the GPU search space's default maps an element-wise kernel."""
-    from polytf.schedules.gpu_search_space import GpuSearchSpace
-
+    (a grid-wide barrier between them: the stream's order): its output dimensions mapped by
+    ``copy_recipe`` of its one-statement Scop."""
     alone = replace(copy, copy_kind=CopyKind.PROLOGUE)  # a main statement of its own Scop (same name and domain)
     phase = Scop(f"{prepared.name}_{copy.name}", (alone,), prepared.arrays, prepared.ops)
-    recipe = GpuSearchSpace.for_scop(phase).default_recipe()
+    recipe = copy_recipe(phase)
     tiles = gpu_tiles(phase, recipe)
     return _tree(phase, recipe, tiles), GpuLaunch(tiles.grid(), tiles.block_shape(), mappings=tuple(_mappings((alone,), tiles)))
 
 
-def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> GpuSchedule:
+def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, copy_recipe: Callable[[Scop], ScheduleRecipe], *, check: bool = True) -> GpuSchedule:
     """Build the GPU schedule tree of a validated GPU recipe (module docstring): the
-    recipe's data-layout copies first, one launch each (:attr:`GpuLaunch.prologue`), then
-    the kernel's mapped tree.
+    recipe's data-layout copies first, one launch each (:attr:`GpuLaunch.prologue`) mapped
+    by ``copy_recipe`` of the copy's one-statement Scop (the schedule builder passes the GPU
+    search space's default recipe, as for an element-wise kernel), then the kernel's mapped
+    tree.
 
     Raises:
         ScheduleError: a mapped member carries a dependence, or the sequential order of a
@@ -630,7 +631,7 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, *, check: bool = True) -> Gpu
     prepared, private = _promote_accumulator(prepared, recipe, tiles)
     try:
         schedule = _tree(prepared, recipe, tiles)
-        phases = [_copy_phase(prepared, copy) for copy in copy_statements(prepared)]
+        phases = [_copy_phase(prepared, copy, copy_recipe) for copy in copy_statements(prepared)]
         for tree, _ in reversed(phases):
             schedule = tree.sequence(schedule)
     except isl.Error as error:

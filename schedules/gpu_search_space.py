@@ -17,10 +17,10 @@ from polytf.poly.scop import Scop
 from polytf.schedules.data_layout import can_zero_pad, im2col_applies
 from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, shared_memory_bytes, stageable_operands
 from polytf.schedules.legality import carries_no_dependence
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import GpuRecipe
 from polytf.schedules.search_space import DimensionChoices, _order_text, _point_orders
 from polytf.schedules.structure import anchor_statement, shared_band_depth
-from polytf.schedules.validation import GRID_LIMITS, TargetLimits, round_up
+from polytf.schedules.target_limits import GRID_LIMITS, TargetLimits, round_up
 
 #: block tile choices (points of a dimension per block); 0 covers the extent
 BLOCK_TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -98,7 +98,7 @@ class GpuSearchSpace(DimensionChoices):
         dims.append(("algorithm", ("direct", "im2col") if float_only and im2col_applies(scop) else ("direct",)))
         return GpuSearchSpace(tuple(dims), depth, mapped, extents, coincident, anchor.reduction_iterators, stageable, limits, scop, multiprocessors)
 
-    def recipe(self, params: dict) -> ScheduleRecipe:
+    def recipe(self, params: dict) -> GpuRecipe:
         """The recipe for one assignment of every dimension, made to fit the limits: thread
         tiles grow until a block has at most ``max_threads_per_block`` threads and the grid
         fits CUDA's extents; staging is dropped when it does not fit in shared memory."""
@@ -116,14 +116,13 @@ class GpuSearchSpace(DimensionChoices):
         for k in self.mapped:
             if tiles[k] >= self.extents[k]:
                 tiles[k] = 0
-        recipe = ScheduleRecipe(
+        recipe = GpuRecipe(
             tile_sizes=tuple(tiles),
             reduction_tile_sizes=tuple(int(params[f"reduction_tile_{r}"]) for r in self.reduction_iterators),
             point_order=tuple(str(params["point_order"]).split(",")),
             unroll=int(params["unroll"]),
             pad=bool(params.get("pad", False)),
             algorithm=str(params.get("algorithm", "direct")),
-            gpu=True,
             thread_tile_sizes=tuple(threads),
             shared_memory=tuple(a for a in self.stageable if params.get(f"shared_{a}")),
         )
@@ -135,7 +134,7 @@ class GpuSearchSpace(DimensionChoices):
         """Grow thread tiles (then block tiles) in place until the block and grid fit."""
 
         def normalised():
-            return gpu_tiles(self.scop, ScheduleRecipe(tile_sizes=tuple(tiles), thread_tile_sizes=tuple(threads), gpu=True))
+            return gpu_tiles(self.scop, GpuRecipe(tile_sizes=tuple(tiles), thread_tile_sizes=tuple(threads)))
 
         shape = normalised()
         while shape.block_shape()[0] * shape.block_shape()[1] * shape.block_shape()[2] > self.limits.max_threads_per_block:
@@ -149,7 +148,7 @@ class GpuSearchSpace(DimensionChoices):
                 tiles[k] = shape.block_tiles[k] * 2
                 shape = normalised()
 
-    def params(self, recipe: ScheduleRecipe) -> dict:
+    def params(self, recipe: GpuRecipe) -> dict:
         """Inverse of :meth:`recipe` (for recipes inside the space)."""
         result = {}
         for k in self.mapped:
@@ -167,7 +166,7 @@ class GpuSearchSpace(DimensionChoices):
         result["algorithm"] = recipe.algorithm
         return result
 
-    def default_recipe(self) -> ScheduleRecipe:
+    def default_recipe(self) -> GpuRecipe:
         """The untuned recipe: about :data:`DEFAULT_THREADS` threads per block. A contraction
         (an anchor with a reduction) gets 4x4 points per thread over the two innermost
         dimensions (8x8 from :data:`LARGE_EXTENT`), 16x16 threads, a reduction tile of 16 and its operands staged in shared
@@ -243,7 +242,7 @@ class GpuSearchSpace(DimensionChoices):
     def _no_reduction_tiles(self) -> dict:
         return {f"reduction_tile_{r}": 0 for r in self.reduction_iterators}
 
-    def heuristic_recipes(self) -> list[ScheduleRecipe]:
+    def heuristic_recipes(self) -> list[GpuRecipe]:
         """Starting points for the tuner: the default, then larger and smaller thread tiles
         and reduction tiles around it."""
         base = self.params(self.default_recipe())
@@ -264,4 +263,11 @@ class GpuSearchSpace(DimensionChoices):
         return list(dict.fromkeys(result))
 
 
-__all__ = ["GpuSearchSpace", "BLOCK_TILES", "THREAD_TILES", "REDUCTION_TILES", "GRID_LIMITS"]
+
+def default_gpu_recipe(scop: Scop) -> GpuRecipe:
+    """The default recipe of ``scop``'s GPU search space with the default limits (how the
+    schedule builder maps a data-layout copy's own launch)."""
+    return GpuSearchSpace.for_scop(scop).default_recipe()
+
+
+__all__ = ["GpuSearchSpace", "BLOCK_TILES", "THREAD_TILES", "REDUCTION_TILES", "default_gpu_recipe"]

@@ -42,9 +42,9 @@ from polytf.poly.statement import Statement
 from polytf.schedules.analytic_recipe import AnalyticBlocking, CacheSizes, analytic_blocking
 from polytf.schedules.data_layout import can_zero_pad, im2col_applies, packable_operands
 from polytf.schedules.legality import carries_no_dependence
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
-from polytf.schedules.validation import TargetLimits
+from polytf.schedules.target_limits import TargetLimits
 
 VECTOR_WIDTHS = (0, 1, 4, 8, 16)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
@@ -70,7 +70,7 @@ def register_tile_choices(outer_extent: int | None, inner_extent: int, lanes: in
     """Register tiles ``"AxB"`` of the last two shared dimensions: ``B`` a multiple of the
     vector lanes, ``A * B / lanes`` accumulators between a quarter and three quarters of
     the ``registers`` vector registers (the rest hold operands), after Low et al., TOMS 2016.
-    ``registers`` None: :class:`~polytf.schedules.validation.TargetLimits`' conservative
+    ``registers`` None: :class:`~polytf.schedules.target_limits.TargetLimits`' conservative
     default (16)."""
     registers = registers or TargetLimits().vector_registers
     choices = ["none"]
@@ -148,7 +148,7 @@ class SearchSpace(DimensionChoices):
     def for_scop(scop: Scop, threads: int = 1, lanes: int = 8, registers: int | None = None, caches: CacheSizes | None = None) -> SearchSpace:
         """The space of ``scop`` for ``threads`` threads, ``lanes`` float32 vector lanes and
         ``registers`` vector registers (a target's ``vector_lanes`` and ``vector_registers``;
-        ``registers`` None: the conservative 16 of :class:`~polytf.schedules.validation.TargetLimits`)
+        ``registers`` None: the conservative 16 of :class:`~polytf.schedules.target_limits.TargetLimits`)
         and per-core ``caches`` (a target's ``cache_sizes``; None: :class:`CacheSizes`'
         defaults), which size the analytic default recipe.
         Every recipe of the space passes :func:`~polytf.schedules.validation.validate_recipe`
@@ -239,7 +239,7 @@ class SearchSpace(DimensionChoices):
         ``depth`` iterators of the anchor's own loop order (the first point order)."""
         return str(self.choices("point_order")[0]).split(",")[: self.depth]
 
-    def recipe(self, params: dict) -> ScheduleRecipe:
+    def recipe(self, params: dict) -> CpuRecipe:
         """The recipe for one assignment of every dimension."""
         tiles = [int(params[f"tile_d{k}"]) for k in range(self.depth)]
         registers = [0] * self.depth
@@ -264,7 +264,7 @@ class SearchSpace(DimensionChoices):
                 if mode == "all" and tiled & set(iterators) or mode == "panels" and last in iterators and last in tiled:
                     pack += (array,)
         tile_order = tuple(int(x) for x in str(params["tile_order"]).split(",")) if self.depth else ()
-        return ScheduleRecipe(
+        return CpuRecipe(
             tile_sizes=tuple(tiles),
             tile_order=tile_order,
             reduction_tile_sizes=tuple(int(params[f"reduction_tile_{r}"]) for r in self.reduction_iterators),
@@ -286,7 +286,7 @@ class SearchSpace(DimensionChoices):
                 return self.coincident[k]
         return False
 
-    def params(self, recipe: ScheduleRecipe) -> dict:
+    def params(self, recipe: CpuRecipe) -> dict:
         """Inverse of :meth:`recipe` (for recipes inside the space)."""
         result = {f"tile_d{k}": recipe.tile_sizes[k] if recipe.tile_sizes else 0 for k in range(self.depth)}
         if self.depth:
@@ -318,7 +318,7 @@ class SearchSpace(DimensionChoices):
                 result[f"tile_d{k}"] = next((c for c, t in rounded.items() if t == result[f"tile_d{k}"]), result[f"tile_d{k}"])
         return result
 
-    def default_recipe(self) -> ScheduleRecipe:
+    def default_recipe(self) -> CpuRecipe:
         """The untuned recipe: the analytic blocking of :mod:`polytf.schedules.analytic_recipe`
         for kernels with a reduction; otherwise program order, no tiling, LLVM's own
         choices, parallel when legal."""
@@ -326,7 +326,7 @@ class SearchSpace(DimensionChoices):
             return self.recipe(dict(self.analytic))
         return self.plain_recipe()
 
-    def plain_recipe(self) -> ScheduleRecipe:
+    def plain_recipe(self) -> CpuRecipe:
         """No tiling, LLVM's own choices, parallel when legal; a reduction's loops (a
         pooling window) go just outside the innermost output dimension, so that the
         contiguous loop is innermost and vectorises (program order when that order is
@@ -340,7 +340,7 @@ class SearchSpace(DimensionChoices):
                 params["point_order"] = inner
         return self.recipe(params)
 
-    def heuristic_recipes(self) -> list[ScheduleRecipe]:
+    def heuristic_recipes(self) -> list[CpuRecipe]:
         """Hand-written starting points for the tuner, best guesses first: for contractions,
         BLIS-like recipes (register tile, packed panels, cache tiles of the last dimension
         and the reduction); then the innermost output dimension last and vectorised."""

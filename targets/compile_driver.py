@@ -4,7 +4,7 @@
         scheduled = schedule_scop(scop, recipe, limits=target.limits)   # schedules/builder.py
         ast       = build_ast(scheduled.schedule)                       # isl AST (isl manual, "AST generation")
         code      = target.emit(scheduled, ast, recipe)                 # text: LLVM IR for the CPU
-        return target.compile_code(code, scop, scheduled, recipe)       # a runnable CompiledKernel
+        return target.compile_code(code, scop, scheduled, recipe)       # a runnable Kernel
 
 Scheduling and AST generation are the target-independent half of code generation (PPCG's
 ``ppcg.c`` runs the same steps before handing the AST to its CUDA or OpenCL printer); a
@@ -25,9 +25,10 @@ import islpy as isl
 from polytf.poly.scop import Scop
 from polytf.schedules import builder
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.targets.kernel import Kernel
 
 if TYPE_CHECKING:  # pragma: no cover - the Target interface calls this driver (Target.compile)
-    from polytf.targets.target import CompiledKernel, Target
+    from polytf.targets.target import Target
 
 __all__ = ["EmittedKernel", "emit_kernel", "compile_kernel"]
 
@@ -53,7 +54,7 @@ def emit_kernel(scop: Scop, recipe: ScheduleRecipe, target: Target, constant_arr
 
     Args:
         constant_arrays: inputs that hold weights; their data-layout copies are left to the
-            caller (:attr:`CompiledKernel.constant_copies`).
+            caller (:attr:`Kernel.constant_copies`).
 
     Raises:
         ScheduleError: the recipe is invalid or illegal for the Scop on this target.
@@ -64,7 +65,7 @@ def emit_kernel(scop: Scop, recipe: ScheduleRecipe, target: Target, constant_arr
     return EmittedKernel(scheduled, ast, target.emit(scheduled, ast, recipe))
 
 
-def compile_kernel(scop: Scop, recipe: ScheduleRecipe, target: Target, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:
+def compile_kernel(scop: Scop, recipe: ScheduleRecipe, target: Target, constant_arrays: frozenset[str] = frozenset()) -> Kernel:
     """Schedule, emit and compile ``scop`` for ``target`` (module docstring).
 
     Raises:

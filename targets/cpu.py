@@ -30,7 +30,7 @@ from polytf.poly.access_bounds import required_bytes
 from polytf.poly.scop import Scop
 from polytf.schedules.analytic_recipe import CacheSizes
 from polytf.schedules.builder import ScheduledScop
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.targets.compile_driver import emit_kernel
 from polytf.targets.host_caches import host_cache_sizes
 from polytf.targets.llvm_codegen import KernelModuleBuilder
@@ -226,17 +226,20 @@ class CpuTarget(Target):
 
     def emit(self, scheduled: ScheduledScop, ast: isl.AstNode, recipe: ScheduleRecipe) -> str:
         """Unoptimised LLVM IR text of a scheduled kernel (its arrays are the kernel's
-        arguments), for this target's triple and data layout.
+        arguments), for this target's triple and data layout. A :class:`GpuRecipe`'s
+        mapping runs as plain loops on one thread, vectorised as LLVM decides (the CUDA
+        runtime's emulated device, :mod:`polytf.runtime.cuda.emulation`).
 
         Raises:
             CodegenError: an AST or expression the code generator does not handle.
         """
+        vector_width, parallel = (recipe.vector_width, recipe.parallel) if isinstance(recipe, CpuRecipe) else (0, False)
         builder = KernelModuleBuilder(
             scheduled.scop,
             ast,
-            vector_width=recipe.vector_width,
+            vector_width=vector_width,
             unroll=recipe.unroll,
-            parallel=recipe.parallel and self.openmp,
+            parallel=parallel and self.openmp,
             fast_math=self.config.fast_math,
             native_vector_width=self.vector_lanes,
         )

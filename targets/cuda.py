@@ -25,14 +25,15 @@ import llvmlite
 import llvmlite.binding as llvm
 
 from polytf.config import CodegenConfig
-from polytf.errors import CompileError
+from polytf.errors import CodegenError, CompileError
 from polytf.poly.access_bounds import array_bytes, required_bytes
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.gpu_mapping import GpuLaunch
 from polytf.schedules.gpu_search_space import GpuSearchSpace
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.validation import TargetLimits
+from polytf.schedules.target_limits import TargetLimits
+from polytf.targets.kernel import Kernel
 from polytf.targets.nvptx_codegen import ARGUMENT_ALIGNMENT, NvptxModuleBuilder, global_arrays, kernel_names
 from polytf.targets.target import Target, parse_verified
 
@@ -162,35 +163,29 @@ def _initialise() -> None:
 
 
 @dataclass
-class CudaKernel:
-    """A kernel compiled to PTX, launched on the current CUDA device.
+class CudaKernel(Kernel):
+    """A GPU kernel (:class:`~polytf.targets.kernel.Kernel`) compiled to PTX, launched on the
+    current CUDA device.
 
     Attributes:
-        scop: what it computes (before scheduling).
-        recipe: the GPU recipe it was compiled with.
-        arrays: its global-memory arguments, in order (shared arrays are not arguments).
-        argument_bytes: bytes each argument's buffer must have at least.
+        scop, recipe, llvm_ir, arrays, argument_bytes: as a
+            :class:`~polytf.targets.kernel.Kernel`'s (``recipe`` a GpuRecipe; ``arrays`` its
+            global-memory arguments: shared arrays are not arguments).
         ptx: the PTX text; ``name`` the kernel's ``.entry``.
-        llvm_ir: the optimised LLVM IR.
         launch: grid, block and dynamic shared memory; its prologue's launches (the
             recipe's data-layout copies, entries ``<name>_copy<i>``) run first.
     """
 
     scop: Scop
     recipe: ScheduleRecipe
+    llvm_ir: str
+    ptx: str
+    name: str
+    launch: GpuLaunch
     arrays: tuple[ArrayInfo, ...]
     argument_bytes: tuple[int, ...]
-    ptx: str
-    llvm_ir: str
-    launch: GpuLaunch
-    name: str
     _function: object = field(default=None, repr=False)
     _module: object = field(default=None, repr=False)
-
-    @property
-    def scratch_arrays(self) -> tuple[ArrayInfo, ...]:
-        """Arguments beyond the Scop's own arrays (none: GPU recipes stage in shared memory)."""
-        return self.arrays[len(self.scop.arrays) :]
 
     @property
     def launches(self) -> tuple[tuple[str, GpuLaunch], ...]:
@@ -326,10 +321,8 @@ class CudaTarget(Target):
             CodegenError: the recipe is not a GPU recipe, or the AST has a construct the
                 code generator does not handle.
         """
-        from polytf.errors import CodegenError
-
         if scheduled.launch is None:
-            raise CodegenError(f"kernel {scheduled.scop.name}: the CUDA target needs a GPU recipe (gpu: true), got {recipe.to_json()}")
+            raise CodegenError(f"kernel {scheduled.scop.name}: the CUDA target needs a GPU recipe (a GpuRecipe), got {recipe.to_json()}")
         builder = NvptxModuleBuilder(scheduled.scop, ast, scheduled.launch, unroll=recipe.unroll, fast_math=self.config.fast_math)
         module = builder.build()
         module.triple = TRIPLE
@@ -368,7 +361,9 @@ class CudaTarget(Target):
         arguments = global_arrays(kernel, scheduled.launch)
         sizes = dict(zip((a.name for a in kernel.arrays), required_bytes(kernel)))
         ptx, optimised = self.ptx(code, kernel.name)
-        return CudaKernel(scop, recipe, arguments, tuple(sizes.get(a.name, array_bytes(a)) for a in arguments), ptx, optimised, scheduled.launch, kernel.name)
+        return CudaKernel(
+            scop, recipe, optimised, ptx, kernel.name, scheduled.launch, arrays=arguments, argument_bytes=tuple(sizes.get(a.name, array_bytes(a)) for a in arguments)
+        )
 
     def assembly_of(self, code: str, kernel: str) -> str:
         """The PTX of NVPTX IR text from :meth:`emit` (for ``polytf show``)."""

@@ -1,7 +1,8 @@
 """The Target interface: where kernels are compiled to and run.
 
-A target turns a Scop scheduled by a recipe into a :class:`CompiledKernel` and names
-itself by a fingerprint that enters every cache key (triple, CPU name and features).
+A target turns a Scop scheduled by a recipe into a :class:`~polytf.targets.kernel.Kernel`
+(on the CPU a :class:`CompiledKernel`) and names itself by a fingerprint that enters every
+cache key (triple, CPU name and features; compute capability on the GPU).
 """
 
 from __future__ import annotations
@@ -21,30 +22,23 @@ from polytf.schedules.analytic_recipe import CacheSizes
 from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
-from polytf.schedules.validation import TargetLimits
+from polytf.schedules.target_limits import TargetLimits
 from polytf.targets.compile_driver import compile_kernel
+from polytf.targets.kernel import Kernel
 
 
 @dataclass
-class CompiledKernel:
-    """A kernel ready to run on a table of array pointers.
+class CompiledKernel(Kernel):
+    """A CPU kernel (:class:`~polytf.targets.kernel.Kernel`) ready to run on a table of
+    array pointers.
 
     Attributes:
-        scop: what it computes.
-        recipe: the schedule it was compiled with.
+        scop, recipe, arrays, argument_bytes, llvm_ir, constant_copies: as a
+            :class:`~polytf.targets.kernel.Kernel`'s. Empty ``arrays`` means
+            ``scop.arrays``; empty ``argument_bytes`` means each array's shape times its
+            item size.
         function: ``void f(void** arrays, int64 threads)`` as a ctypes function.
-        arrays: the kernel's arguments, in table order: ``scop.arrays``, then the scratch
-            arrays the recipe's data-layout transformations added (packed panels,
-            zero-padded and im2col copies), which the caller allocates per execution
-            context. Empty means ``scop.arrays``.
-        argument_bytes: the bytes each argument's buffer must have at least (the access
-            relations stay inside these; :func:`polytf.poly.access_bounds.required_bytes`).
-            Empty means each array's shape times its item size.
-        llvm_ir: the optimised LLVM IR text (for ``polytf show``).
         owner: objects that must outlive ``function`` (the JIT engine).
-        constant_copies: copy statements the kernel leaves to its caller because they read
-            only constants (packing weights into panels): each writes one scratch argument
-            once, before the first call (:mod:`polytf.plan.constant_layout`).
     """
 
     scop: Scop
@@ -53,7 +47,6 @@ class CompiledKernel:
     arrays: tuple[ArrayInfo, ...] = ()
     argument_bytes: tuple[int, ...] = ()
     llvm_ir: str = ""
-    assembly: str = ""
     owner: object = field(default=None, repr=False)
     constant_copies: tuple[Statement, ...] = ()
 
@@ -64,11 +57,6 @@ class CompiledKernel:
             self.argument_bytes = tuple(array_bytes(a) for a in self.arrays)
         if len(self.argument_bytes) != len(self.arrays):
             raise ValueError(f"kernel {self.scop.name}: {len(self.argument_bytes)} argument sizes for {len(self.arrays)} arguments")
-
-    @property
-    def scratch_arrays(self) -> tuple[ArrayInfo, ...]:
-        """The arguments beyond the Scop's own arrays (allocated by the caller)."""
-        return self.arrays[len(self.scop.arrays) :]
 
     def __call__(self, array_table: ctypes.Array, threads: int) -> None:
         """Run once on a table built by :class:`polytf.runtime.cpu.argument_table.ArgumentTable`
@@ -139,7 +127,7 @@ class Target(abc.ABC):
         """
 
     @abc.abstractmethod
-    def compile_code(self, code: str, scop: Scop, scheduled: ScheduledScop, recipe: ScheduleRecipe) -> CompiledKernel:
+    def compile_code(self, code: str, scop: Scop, scheduled: ScheduledScop, recipe: ScheduleRecipe) -> Kernel:
         """Compile the text :meth:`emit` produced for ``scheduled`` (``scop`` scheduled with
         ``recipe``) into a runnable kernel.
 
@@ -147,11 +135,11 @@ class Target(abc.ABC):
             CompileError: the target's compiler rejected the code.
         """
 
-    def compile(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> CompiledKernel:
+    def compile(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> Kernel:
         """Schedule, generate and compile ``scop`` through the one compile driver
         (:func:`polytf.targets.compile_driver.compile_kernel`); data-layout copies of the
         arrays named in ``constant_arrays`` (inputs that hold weights) are left to the caller
-        (:attr:`CompiledKernel.constant_copies`).
+        (:attr:`Kernel.constant_copies`).
 
         Raises:
             ScheduleError: the recipe is illegal for the Scop.

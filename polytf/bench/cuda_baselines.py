@@ -27,8 +27,9 @@ from polytf.errors import PolytfError
 from polytf.graph import Graph
 from polytf.ops.attributes import attr_bool, attr_ints, attr_string
 from polytf.passes.fusion import is_compute
+from polytf.runtime.cuda.backend import import_cupy
 
-__all__ = ["GpuBaseline", "gpu_baseline", "check_fp32_settings", "MATMUL_OPS", "CONVOLUTION_OPS"]
+__all__ = ["LibraryBaseline", "library_baseline", "check_fp32_settings", "MATMUL_OPS", "CONVOLUTION_OPS"]
 
 MATMUL_OPS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "BatchMatMul")
 CONVOLUTION_OPS = ("Conv2D",)
@@ -36,7 +37,7 @@ _CONTRACTIONS = (*MATMUL_OPS, *CONVOLUTION_OPS, "DepthwiseConv2dNative", "Conv2D
 
 
 @dataclass(frozen=True)
-class GpuBaseline:
+class LibraryBaseline:
     """One library call to time against polytf.
 
     Attributes:
@@ -67,7 +68,7 @@ def check_fp32_settings() -> None:
         raise PolytfError(f"CUPY_TF32={value} lets cuBLAS compute in TF32; polytf's kernels compute in FP32: unset CUPY_TF32 for the bench")
 
 
-def gpu_baseline(graph: Graph) -> tuple[GpuBaseline | None, str]:
+def library_baseline(graph: Graph) -> tuple[LibraryBaseline | None, str]:
     """The baseline of a typed, optimised graph (module docstring), and a note saying what it
     is or why there is none.
 
@@ -85,9 +86,7 @@ def gpu_baseline(graph: Graph) -> tuple[GpuBaseline | None, str]:
     return None, f"no library baseline for {node.op}"
 
 
-def _cublas(graph: Graph, node) -> GpuBaseline:
-    from polytf.runtime.cuda.device_backend import import_cupy
-
+def _cublas(graph: Graph, node) -> LibraryBaseline:
     check_fp32_settings()
     cupy = import_cupy()
     x, y = (tuple(int(d) for d in graph.types[t].shape) for t in node.inputs[:2])
@@ -109,7 +108,7 @@ def _cublas(graph: Graph, node) -> GpuBaseline:
         end.synchronize()
         return cupy.cuda.get_elapsed_time(start, end) / 1e3
 
-    return GpuBaseline("cublas", f"cupy.matmul {list(x)} @ {list(y)} (cuBLAS, FP32)", elapsed_s)
+    return LibraryBaseline("cublas", f"cupy.matmul {list(x)} @ {list(y)} (cuBLAS, FP32)", elapsed_s)
 
 
 def _consumer(graph: Graph, tensor: str, ops: tuple[str, ...]):
@@ -117,7 +116,7 @@ def _consumer(graph: Graph, tensor: str, ops: tuple[str, ...]):
     return consumers[0] if len(consumers) == 1 and consumers[0].op in ops else None
 
 
-def _cudnn(graph: Graph, node) -> tuple[GpuBaseline | None, str]:
+def _cudnn(graph: Graph, node) -> tuple[LibraryBaseline | None, str]:
     try:
         import torch
     except ImportError:
@@ -161,4 +160,4 @@ def _cudnn(graph: Graph, node) -> tuple[GpuBaseline | None, str]:
 
     parts = "conv2d" + (" + bias" if b is not None else "") + (" + ReLU" if relu is not None else "")
     label = f"torch {parts} [{batch}, {height}, {width}, {channels}] * [{kernel_height}, {kernel_width}, {channels}, {filters}] (cuDNN, channels_last, FP32)"
-    return GpuBaseline("cudnn", label, elapsed_s), f"cuDNN via PyTorch {torch.__version__} ({parts}), TF32 off"
+    return LibraryBaseline("cudnn", label, elapsed_s), f"cuDNN via PyTorch {torch.__version__} ({parts}), TF32 off"

@@ -1,11 +1,8 @@
-"""The Markdown of a GPU bench result (``polytf bench --target cuda``).
+"""The Markdown of a GPU bench result (``polytf bench --target cuda``, :mod:`polytf.bench.cuda_bench`).
 
-:func:`polytf.bench.report.write_report` writes every result, CPU or GPU (its JSON and
-chart are the same); for a result with ``"target": "cuda"`` (made by
-:mod:`polytf.bench.cuda_runner`) its Markdown is :func:`cuda_markdown`: the device and its
-FP32 peak, one table row per entry (ms, TFLOP/s, % of peak, the baseline's ms and the
-ratio), then a section per row with its accuracy, tuning and per-kernel times. Times are
-seconds in the JSON and milliseconds here.
+The device and its FP32 peak, one table row per entry (ms, TFLOP/s, % of peak, the
+baseline's ms and the ratio), then a section per row with its accuracy, tuning and
+per-kernel times. Times are seconds in the JSON and milliseconds here.
 """
 
 from __future__ import annotations
@@ -13,14 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["cuda_markdown", "columns", "device_summary", "BASELINE_TITLES"]
+from polytf.bench.machine import machine_summary
+from polytf.bench.report_format import BASELINE_LABELS, ReportFormat, first_line, markdown_table, milliseconds, plural
+
+__all__ = ["CUDA_REPORT", "cuda_markdown", "columns", "device_summary", "BASELINE_TITLES"]
 
 #: Column titles of the GPU baselines.
-BASELINE_TITLES = {"cublas": "cuBLAS", "cudnn": "cuDNN"}
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.3f}"
+BASELINE_TITLES = {system: BASELINE_LABELS[system] for system in ("cublas", "cudnn")}
 
 
 def _number(value: float | None, spec: str = ".2f") -> str:
@@ -33,16 +29,12 @@ def _tflops(value: float | None) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def _percent(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.1f}%"
 
 
 def _system_ms(row: dict[str, Any], system: str) -> str:
-    return _ms((row.get("systems", {}).get(system) or {}).get("median_s"))
+    return milliseconds((row.get("systems", {}).get(system) or {}).get("median_s"))
 
 
 def _baseline_system(row: dict[str, Any]) -> str | None:
@@ -86,14 +78,10 @@ def device_summary(device: dict[str, Any]) -> str:
 
 def cuda_markdown(result: dict[str, Any], png_name: str | None = None) -> str:
     """The Markdown report of a GPU result (module docstring)."""
-    from polytf.bench.machine import machine_summary
-    from polytf.bench.report import first_line
-
     device = result.get("device", {})
     settings = result.get("settings", {})
     machine = result.get("machine", {})
     rows = result.get("rows", [])
-    chosen = columns(rows)
     budget = settings.get("time_budget_s")
     trials = settings.get("trials_per_kernel")
     lines = [
@@ -118,12 +106,8 @@ def cuda_markdown(result: dict[str, Any], png_name: str | None = None) -> str:
         "% FP32 peak is of the device's FP32 peak above. Baselines (same device, FP32, TF32 off): cuBLAS through `cupy.matmul` "
         "for a MatMul, cuDNN through PyTorch for a convolution; models of several layers have none.",
         "",
-        "| " + " | ".join(title for title, _ in chosen) + " |",
-        "|" + "---|" * len(chosen),
     ]
-    lines += ["| " + " | ".join(cell(row) for _, cell in chosen) + " |" for row in rows]
-    if not rows:
-        lines.append("| (no finished rows) |" + " |" * (len(chosen) - 1))
+    lines += markdown_table(columns, rows)
     lines.append("")
     lines += [f"- {row['entry']}: **failed**: {first_line(row['error'])}" for row in rows if row.get("error")]
     lines += [f"- {note}" for note in result.get("notes", [])]
@@ -144,7 +128,7 @@ def _row_section(row: dict[str, Any]) -> list[str]:
     lines = [
         f"## {row['entry']}",
         "",
-        f"- {_plural(row.get('kernels', 0), 'kernel')}"
+        f"- {plural(row.get('kernels', 0), 'kernel')}"
         + (f", {len(row['host_nodes'])} node(s) on the host" if row.get("host_nodes") else "")
         + (f"; {row['flops'] / 1e9:.3g} GFLOP per call." if row.get("flops") else "."),
         f"- Max abs error vs {row.get('reference', 'the reference')}: tuned {_number(row.get('max_abs_error'), '.2e')}, "
@@ -158,7 +142,7 @@ def _row_section(row: dict[str, Any]) -> list[str]:
     if profile:
         lines += [
             "",
-            f"<details><summary>{_plural(len(profile), 'kernel')} alone, slowest first (device ms, TFLOP/s, % FP32 peak, launch, recipe)</summary>",
+            f"<details><summary>{plural(len(profile), 'kernel')} alone, slowest first (device ms, TFLOP/s, % FP32 peak, launch, recipe)</summary>",
             "",
             "| kernel | ops | ms | TFLOP/s | % peak | grid | block | shared bytes | recipe |",
             "|---|---|---|---|---|---|---|---|---|",
@@ -166,8 +150,17 @@ def _row_section(row: dict[str, Any]) -> list[str]:
         for kernel in profile:
             ops = "+".join(op for _, op in kernel["ops"])
             lines.append(
-                f"| {kernel['kernel']} | {ops} | {_ms(kernel['median_s'])} | {_tflops(kernel.get('tflops'))} | {_percent(kernel.get('percent_of_peak'))} | "
+                f"| {kernel['kernel']} | {ops} | {milliseconds(kernel['median_s'])} | {_tflops(kernel.get('tflops'))} | {_percent(kernel.get('percent_of_peak'))} | "
                 f"{'x'.join(map(str, kernel['grid']))} | {'x'.join(map(str, kernel['block']))} | {kernel['shared_memory_bytes']} | {kernel['recipe']} |"
             )
         lines += ["", "</details>"]
     return lines
+
+
+#: how a GPU result is written
+CUDA_REPORT = ReportFormat(
+    title="polytf bench --target cuda (baseline / polytf above 1: polytf faster)",
+    columns=columns,
+    markdown=cuda_markdown,
+    row_label=lambda row: row["entry"],
+)

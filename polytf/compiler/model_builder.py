@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from polytf.config import CodegenConfig, code_knobs, default_thread_count
 from polytf.errors import PolytfError
@@ -35,9 +34,6 @@ from polytf.storage.tuning_record import TuningRecord
 from polytf.storage.tuning_storage import TuningStorage, open_tuning_storage
 from polytf.targets.cpu import CpuTarget
 from polytf.targets.target import CompiledKernel, Target
-
-if TYPE_CHECKING:  # pragma: no cover
-    from polytf.runtime.cuda.cuda_model import CudaModel
 
 
 @dataclass(frozen=True)
@@ -301,40 +297,3 @@ def stored_recipes(
     finally:
         records.close()
 
-
-def load_model(
-    path: str | os.PathLike,
-    cache_dir: str | os.PathLike | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    outputs: Sequence[str] | None = None,
-    threads: int | None = None,
-    fallback: bool = True,
-    signature: str | None = None,
-    target: str = "cpu",
-    storage: str | None = None,
-) -> CompiledModel | CudaModel:
-    """A model of ``path`` for ``target`` (``"cpu"``: a CompiledModel; ``"cuda"``: a
-    :class:`~polytf.runtime.cuda.cuda_model.CudaModel`), built from the tuning cache (untuned
-    kernels, and kernels whose record cannot be used, get the default recipe; the latter
-    with a CacheWarning). Records are looked up under the target's fingerprint, so one
-    target never uses another's. ``storage`` (default ``$POLYTF_STORAGE``): a
-    ``postgresql://`` URL whose records are used instead of the cache directory's
-    (:func:`~polytf.storage.tuning_storage.open_tuning_storage`). See :func:`polytf.load`.
-
-    Raises:
-        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before the model is
-            read); a storage URL whose driver is not installed.
-        CacheError: a storage URL that is invalid or whose server cannot be reached.
-    """
-    from polytf.compiler.target_selection import is_gpu_target, select_target, target_threads
-
-    codegen = CodegenConfig()
-    chosen = select_target(target, codegen)
-    threads = target_threads(chosen, threads or default_thread_count())
-    prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
-    cached = stored_recipes(prepared, storage, cache_dir, chosen, threads, codegen)
-    if is_gpu_target(chosen):
-        from polytf.runtime.cuda.cuda_model import build_cuda_model
-
-        return build_cuda_model(prepared, target=chosen, cached=cached)
-    return build_model(prepared, target=chosen, threads=threads, cached=cached)

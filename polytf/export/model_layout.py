@@ -48,7 +48,7 @@ from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, KernelPl
 from polytf.plan.buffers import ALIGNMENT_BYTES
 from polytf.plan.constant_layout import ModelConstants
 from polytf.poly.access_bounds import array_bytes
-from polytf.schedules.validation import round_up
+from polytf.schedules.target_limits import round_up
 
 __all__ = [
     "ALIGNMENT_BYTES",

@@ -9,7 +9,7 @@ constant (CONSTANT), a fresh output array (OUTPUT), a tensor passed between step
 
 :func:`plan_model` decides this once, for the CPU runtime
 (:class:`~polytf.runtime.cpu.compiled_model.CompiledModel`, host buffers) and the CUDA runtime
-(:class:`~polytf.runtime.cuda.cuda_model.CudaModel`, device buffers) alike; each runtime then
+(:class:`~polytf.runtime.cuda.model.CudaModel`, device buffers) alike; each runtime then
 makes the buffers of its own memory.
 """
 

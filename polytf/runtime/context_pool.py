@@ -1,7 +1,7 @@
 """ContextPool: one execution context per call in flight, reused afterwards.
 
-Shared by the CPU runtime (:class:`~polytf.runtime.cpu.execution_context.ExecutionContext`)
-and the CUDA runtime (:class:`~polytf.runtime.cuda.device_context.DeviceContext`).
+Shared by the CPU runtime (:class:`~polytf.runtime.cpu.execution_context.CpuExecutionContext`)
+and the CUDA runtime (:class:`~polytf.runtime.cuda.execution_context.CudaExecutionContext`).
 """
 
 from __future__ import annotations

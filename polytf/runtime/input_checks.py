@@ -2,7 +2,7 @@
 placeholder's shape and dtype, with errors that name the placeholder and say what to do.
 
 Shared by the CPU runtime (:class:`~polytf.runtime.cpu.compiled_model.CompiledModel`), which
-converts host values, and the CUDA runtime (:class:`~polytf.runtime.cuda.cuda_model.CudaModel`),
+converts host values, and the CUDA runtime (:class:`~polytf.runtime.cuda.model.CudaModel`),
 which also takes arrays already on the device.
 """
 

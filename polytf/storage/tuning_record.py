@@ -6,7 +6,7 @@ A record file (``records/<key digest>.json``) is one JSON object::
       "key": {"scop_fingerprint": "...", "target": {...}, "threads": 2, "knobs": {...},
               "versions": {...}, "digest": "<32 hex digits>"},
       "kernel": "k0_mm", "ops": ["MatMul", "Relu"],
-      "recipe": {"tile_sizes": [32, 64], "vector_width": 16, ...},
+      "recipe": {"kind": "cpu", "tile_sizes": [32, 64], "vector_width": 16, ...},
       "default_latency_s": 0.002, "best_latency_s": 0.001,
       "trials": 20, "failed_trials": 1, "complete": true,
       "model": "/abs/path/model.pb", "input_shapes": {"x": [1, 784]}, "outputs": []
@@ -16,7 +16,10 @@ Records are untrusted input (a user may edit one, copy one from another machine,
 disk may truncate one): :func:`parse_record` checks every field's exact JSON type
 (``"false"`` is not a boolean, ``"3"`` is not an integer, a float is not an integer),
 that numbers are finite and non-negative, that ``failed_trials <= trials``, and parses
-the recipe with :meth:`ScheduleRecipe.from_dict`. Unknown fields are rejected: a record
+the recipe with :meth:`ScheduleRecipe.from_dict` (into a :class:`CpuRecipe` or a
+:class:`GpuRecipe` by its ``"kind"``; the flat recipe of a record written before recipes had
+kinds, with ``"gpu": true`` or ``false``, into the kind it names, and the record is
+rewritten with the tagged form when it is saved again). Unknown fields are rejected: a record
 is written only by :meth:`~polytf.storage.cache.KernelCache.save`, which writes exactly
 these fields, and a record of another polytf version is foreign anyway (its key names
 the version). ``model``, ``input_shapes`` and ``outputs`` (what ``polytf cache verify``
@@ -32,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from polytf.errors import CacheError, ScheduleError
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, GpuRecipe, ScheduleRecipe
 
 #: A record file larger than this is not read (records are a few KB).
 MAX_RECORD_BYTES = 1 << 20
@@ -46,7 +49,7 @@ class TuningRecord:
         key: the CacheKey it was tuned under, as :meth:`CacheKey.as_dict` (set by ``save``).
         kernel: kernel name where it was tuned (informational).
         ops: op types fused into it.
-        recipe: the best recipe, as a dict (ScheduleRecipe.to_dict).
+        recipe: the best recipe, as a dict (ScheduleRecipe.to_dict: its fields and kind).
         default_latency_s: median latency of the default recipe, seconds.
         best_latency_s: median latency of the best recipe, seconds.
         trials: trials run; failed_trials: of which failed (illegal, compile error, wrong result).
@@ -76,8 +79,8 @@ class TuningRecord:
         object.__setattr__(self, "input_shapes", {str(name): tuple(shape) for name, shape in dict(self.input_shapes).items()})
 
     @cached_property
-    def schedule_recipe(self) -> ScheduleRecipe:
-        """The recipe as a ScheduleRecipe (parsed once per record).
+    def schedule_recipe(self) -> CpuRecipe | GpuRecipe:
+        """The recipe as a CpuRecipe or a GpuRecipe (parsed once per record).
 
         Raises:
             ScheduleError: the recipe is malformed (never for a record from :func:`parse_record`).

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from polytf.compiler.target_selection import cuda_unavailable_reason
+from polytf.compiler.backends import cuda_unavailable_reason
 
 PBTXT = """
 node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 2 } dim { size: 3 } } } } }
@@ -26,7 +26,7 @@ def polytf(*args, cache_dir):
 
 def test_the_help_of_tune_run_and_bench_documents_the_cuda_target(tmp_path):
     from polytf.cli import TARGET_CHOICES
-    from polytf.compiler.target_selection import TARGET_NAMES
+    from polytf.compiler.backends import TARGET_NAMES
 
     assert TARGET_CHOICES == TARGET_NAMES
     for command in ("tune", "run", "bench"):

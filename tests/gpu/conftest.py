@@ -1,5 +1,5 @@
 """Tests that need an NVIDIA GPU with CuPy: each module is marked ``gpu`` and every test
-here is skipped, not failed, where :func:`polytf.compiler.target_selection.cuda_unavailable_reason` gives
+here is skipped, not failed, where :func:`polytf.compiler.backends.cuda_unavailable_reason` gives
 a reason (no CuPy, no device; ``POLYTF_CUDA_EMULATION`` is ignored here). Nothing here imports CuPy at
 collection time."""
 
@@ -22,7 +22,7 @@ node { name: "relu" op: "Relu" input: "bias" }
 
 @pytest.fixture(autouse=True)
 def _needs_cuda(monkeypatch):
-    from polytf.compiler.target_selection import cuda_unavailable_reason
+    from polytf.compiler.backends import cuda_unavailable_reason
     from polytf.config import CUDA_EMULATION_ENVIRONMENT_VARIABLE
 
     monkeypatch.delenv(CUDA_EMULATION_ENVIRONMENT_VARIABLE, raising=False)  # the real device, never its emulation

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_cupy_backend_copies_and_times(cupy):
-    from polytf.runtime.cuda.device_backend import CupyBackend
+    from polytf.runtime.cuda.backend import CupyBackend
 
     backend = CupyBackend()
     host = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -33,7 +33,7 @@ def test_cupy_backend_copies_and_times(cupy):
 
 def test_numpy_in_numpy_out_and_cupy_in_cupy_out(cupy, matmul_model, matmul_reference, tmp_path):
     model = polytf.load(matmul_model, target="cuda", cache_dir=tmp_path / "cache")
-    assert type(model).__name__ == "CudaModel" and all(kernel.recipe.gpu for kernel in model.kernels)
+    assert type(model).__name__ == "CudaModel" and all(kernel.recipe.kind == "gpu" for kernel in model.kernels)
     x = np.random.default_rng(0).standard_normal((37, 45)).astype(np.float32)
     host = model(x=x)["relu"]
     assert type(host) is np.ndarray

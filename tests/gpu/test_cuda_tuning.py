@@ -17,15 +17,15 @@ def test_device_bench_verifies_and_times_the_default_recipe(cupy, matmul_model):
     from polytf.compiler.model_builder import prepare_model
     from polytf.config import MeasurementConfig
     from polytf.runtime.cpu.kernel_bench import reference_data
-    from polytf.runtime.cuda.device_backend import CupyBackend
-    from polytf.runtime.cuda.kernel_bench import DeviceKernelBench
+    from polytf.runtime.cuda.backend import CupyBackend
+    from polytf.runtime.cuda.kernel_bench import CudaKernelBench
     from polytf.targets.cuda import CudaTarget
 
     (kernel,) = prepare_model(matmul_model).kernels
     target = CudaTarget()
     compiled = target.compile(kernel.scop, target.search_space(kernel.scop).default_recipe())
     inputs, expected = reference_data(kernel, seed=0)
-    measurement = DeviceKernelBench(kernel.scop, inputs, expected, CupyBackend()).measure(compiled, MeasurementConfig(repeats=5))
+    measurement = CudaKernelBench(kernel.scop, inputs, expected, CupyBackend()).measure(compiled, MeasurementConfig(repeats=5))
     assert measurement.ok, measurement.error
     assert len(measurement.latencies_s) >= 5 and 0 < measurement.median_s < 0.1
 
@@ -61,7 +61,8 @@ def test_tuned_gpu_records_are_used_by_the_gpu_model_only(cupy, matmul_model, ma
 
 
 def test_gpu_bench_against_cublas(cupy, tmp_path):
-    from polytf.bench.cuda_runner import CudaBenchOptions, run_cuda_bench
+    from polytf.bench.options import BenchOptions
+    from polytf.bench.runner import run_bench
 
     model = tmp_path / "matmul.pbtxt"
     model.write_text(
@@ -69,8 +70,8 @@ def test_gpu_bench_against_cublas(cupy, tmp_path):
         'node { name: "b" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: 128 } dim { size: 192 } } } } }\n'
         'node { name: "mm" op: "MatMul" input: "a" input: "b" }\n'
     )
-    options = CudaBenchOptions(entries=(str(model),), trials=2, rounds=2, repeats=5, warmup=2, out=tmp_path / "report", tensorflow=False)
-    assert run_cuda_bench(options) == 0
+    options = BenchOptions(target="cuda", entries=(str(model),), trials=2, rounds=2, repeats=5, warmup=2, out=tmp_path / "report", tensorflow=False)
+    assert run_bench(options) == 0
     (row,) = json.loads((tmp_path / "report.json").read_text())["rows"]
     assert row["systems"]["cublas"]["median_s"] > 0 and row["speedup"]["cublas"] > 0
     assert 0 < row["percent_of_peak"]["polytf"] < 100 and 0 < row["percent_of_peak"]["cublas"] < 100

@@ -103,6 +103,19 @@ def graph_depthwise(shape=(1, 5, 4, 3), multiplier=1, seed=0):
     )
 
 
+def reshaped_matmul_nodes(w) -> list[Node]:
+    """``out = Identity(Reshape(x: [2, 3, 2], [2, 6]) @ w)``: a view (the reshape) before a
+    kernel, for the runtimes' tests."""
+    return [
+        placeholder("x", (2, 3, 2)),
+        const("shape", np.array([2, 6], dtype=np.int32)),
+        Node("flat", "Reshape", ("x:0", "shape:0")),
+        const("w", w),
+        Node("mm", "MatMul", ("flat:0", "w:0")),
+        Node("out", "Identity", ("mm:0",)),
+    ]
+
+
 GRAPHS = {
     "matmul_bias_relu": graph_matmul_bias_relu,
     "matmul_transpose_b": lambda: graph_matmul_bias_relu(5, 9, 17, transpose_b=True),

@@ -1,4 +1,5 @@
-"""CompiledModel: a whole graph as a sequence of native kernel calls.
+"""CompiledModel: a whole graph as a sequence of native kernel calls (the CPU's
+:class:`~polytf.runtime.model.Model`).
 
 Calling the model converts each input once, takes an execution context (its own
 intermediate, temporary and scratch buffers: :mod:`polytf.runtime.cpu.execution_context`),
@@ -24,8 +25,9 @@ from polytf.plan.binding_plan import output_key, plan_model
 from polytf.plan.bindings import HostPlan
 from polytf.plan.constant_layout import ModelConstants
 from polytf.runtime.context_pool import ContextPool
-from polytf.runtime.cpu.execution_context import ExecutionContext
+from polytf.runtime.cpu.execution_context import CpuExecutionContext
 from polytf.runtime.input_checks import converted_inputs
+from polytf.runtime.model import Model
 from polytf.runtime.timing import call_latencies
 from polytf.targets.target import CompiledKernel
 
@@ -48,7 +50,7 @@ class CallTiming:
         return sum(self.step_s)
 
 
-class CompiledModel:
+class CompiledModel(Model):
     """A callable model: ``model(**{placeholder_name: array}) -> {output_name: array}``.
 
     Thread safety: a CompiledModel may be called from any number of threads at once.
@@ -64,9 +66,9 @@ class CompiledModel:
         threads: threads each parallel kernel uses.
 
     Attributes:
-        input_types: placeholder name -> TensorType.
-        output_names: keys of the returned dictionary, in the graph's output order.
-        recipes: kernel name -> the ScheduleRecipe it runs with.
+        input_types, output_names, host_nodes, recipes, tuned_kernels: as a
+            :class:`~polytf.runtime.model.Model`'s (``recipes``: CpuRecipes).
+        threads: threads each parallel kernel uses.
 
     Raises:
         GraphError: a kernel reads a tensor that nothing provides (a polytf bug).
@@ -99,12 +101,14 @@ class CompiledModel:
         with self._contexts.acquire():  # the first context, built (and its buffers checked) now
             pass
         self.recipes = {plan.kernel.scop.name: plan.kernel.recipe for plan in self._plans}
+        self.tuned_kernels: tuple[str, ...] = ()
 
-    def _new_context(self) -> ExecutionContext:
-        return ExecutionContext(self._steps, self._constants, self._intermediate_types)
+    def _new_context(self) -> CpuExecutionContext:
+        return CpuExecutionContext(self._steps, self._constants, self._intermediate_types)
 
     @property
     def kernels(self) -> tuple[CompiledKernel, ...]:
+        """The compiled kernels, execution order."""
         return tuple(plan.kernel for plan in self._plans)
 
     @property
@@ -205,7 +209,7 @@ class CompiledModel:
         return list(zip(self.kernels, latencies))
 
     @contextlib.contextmanager
-    def _bound_context(self, inputs: Mapping[str, np.ndarray]) -> Iterator[ExecutionContext]:
+    def _bound_context(self, inputs: Mapping[str, np.ndarray]) -> Iterator[CpuExecutionContext]:
         """A pooled context with ``inputs`` (converted once) and fresh outputs bound, for
         timing the kernels outside the conversion."""
         bound = self._converted_inputs(inputs)

@@ -2,8 +2,8 @@
 
 The device counterpart of :class:`~polytf.runtime.cpu.kernel_bench.KernelBench`, used by the
 tuning worker for the CUDA target (:mod:`polytf.autotune.worker`). The kernel's inputs
-are uploaded once; every launch goes through a checked argument list
-(:class:`~polytf.runtime.cuda.device_arguments.DeviceArguments`).
+are uploaded once; every launch goes through a checked argument table
+(:class:`~polytf.runtime.cuda.argument_table.CudaArgumentTable`).
 
 - Verification: the outputs are filled with values no correct kernel leaves
   (:func:`~polytf.runtime.cpu.kernel_bench.unwritten_fill`: NaN for floats), the kernel is launched
@@ -26,16 +26,16 @@ import numpy as np
 from polytf.config import MeasurementConfig
 from polytf.poly.scop import Scop
 from polytf.runtime.cpu.kernel_bench import Measurement, compare_outputs, unwritten_fill
-from polytf.runtime.cuda.device_arguments import DeviceArguments
-from polytf.runtime.cuda.device_backend import DeviceBackend
+from polytf.runtime.cuda.argument_table import CudaArgumentTable
+from polytf.runtime.cuda.backend import DeviceBackend
 
-__all__ = ["DeviceKernelBench", "MAX_TIMED_LAUNCHES"]
+__all__ = ["CudaKernelBench", "MAX_TIMED_LAUNCHES"]
 
 #: The most launches one candidate's timing makes (``min_repeat_s`` of microsecond kernels).
 MAX_TIMED_LAUNCHES = 1000
 
 
-class DeviceKernelBench:
+class CudaKernelBench:
     """A kernel's inputs on the device, its reference outputs, and its device buffers.
 
     Args:
@@ -56,16 +56,16 @@ class DeviceKernelBench:
             else:
                 self.buffers[info.name] = backend.allocate(info.shape, info.dtype, zeroed=info.role == "scratch")
 
-    def arguments(self, kernel) -> DeviceArguments:
-        """The checked argument list of ``kernel`` (a GPU kernel of this Scop) over the bench's buffers."""
-        arguments = DeviceArguments(kernel, self.backend)
+    def arguments(self, kernel) -> CudaArgumentTable:
+        """The checked argument table of ``kernel`` (a GPU kernel of this Scop) over the bench's buffers."""
+        arguments = CudaArgumentTable(kernel, self.backend)
         for slot, info in enumerate(kernel.arrays):
             if info.name in self.buffers:
                 arguments.bind(slot, self.buffers[info.name])
         arguments.allocate_unbound()
         return arguments
 
-    def verify(self, arguments: DeviceArguments, config: MeasurementConfig) -> tuple[str | None, float]:
+    def verify(self, arguments: CudaArgumentTable, config: MeasurementConfig) -> tuple[str | None, float]:
         """Launch once on outputs filled with :func:`unwritten_fill` and compare them with the
         reference. Returns ``(error message or None, max absolute error)``."""
         for info in self.scop.arrays:
@@ -75,7 +75,7 @@ class DeviceKernelBench:
         actual = {name: self.backend.download(self.buffers[name]) for name in self.expected}
         return compare_outputs(actual, self.expected, config)
 
-    def time(self, arguments: DeviceArguments, config: MeasurementConfig, cutoff_s: float = math.inf) -> tuple[float, ...]:
+    def time(self, arguments: CudaArgumentTable, config: MeasurementConfig, cutoff_s: float = math.inf) -> tuple[float, ...]:
         """Device seconds of each timed launch (module docstring). A candidate whose warm-up
         launch already takes longer than ``cutoff_s`` cannot win: that one latency is
         returned."""

@@ -22,7 +22,7 @@ from polytf.autotune.worker import internal_error
 from polytf.config import MeasurementConfig
 from polytf.errors import TuningError
 from polytf.runtime.cpu.kernel_bench import KernelBench, Measurement
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.storage.cache import KernelCache
 from polytf.targets.cpu import CpuTarget
 
@@ -36,22 +36,22 @@ def kernel():
 
 def test_faults_in_the_worker_are_failures_with_their_causes(kernel):
     with CandidateEvaluator(kernel, 2, time_limit_s=3) as evaluator:
-        assert isinstance(evaluator.evaluate(ScheduleRecipe(parallel=True)), Measurement)
-        assert evaluator.evaluate(ScheduleRecipe(), fault="crash") == "signal 11 (SIGSEGV)"
-        assert evaluator.evaluate(ScheduleRecipe(), fault="hang") == "timed out after 3 s"
-        assert evaluator.evaluate(ScheduleRecipe(), fault="abort").startswith("LLVM abort: LLVM ERROR: injected fault")
-        good = evaluator.evaluate(ScheduleRecipe(tile_sizes=(8, 16), register_tile_sizes=(8, 16), pack=("A1",)))
+        assert isinstance(evaluator.evaluate(CpuRecipe(parallel=True)), Measurement)
+        assert evaluator.evaluate(CpuRecipe(), fault="crash") == "signal 11 (SIGSEGV)"
+        assert evaluator.evaluate(CpuRecipe(), fault="hang") == "timed out after 3 s"
+        assert evaluator.evaluate(CpuRecipe(), fault="abort").startswith("LLVM abort: LLVM ERROR: injected fault")
+        good = evaluator.evaluate(CpuRecipe(tile_sizes=(8, 16), register_tile_sizes=(8, 16), pack=("A1",)))
         assert isinstance(good, Measurement) and good.ok  # a fresh worker after each fault
         assert evaluator.workers_started == 4
-        assert evaluator.evaluate(ScheduleRecipe(unroll=64)).startswith("ScheduleError")
-        assert evaluator.verify(ScheduleRecipe(vector_width=8)) == (None, pytest.approx(0.0, abs=1e-3))
+        assert evaluator.evaluate(CpuRecipe(unroll=64)).startswith("ScheduleError")
+        assert evaluator.verify(CpuRecipe(vector_width=8)) == (None, pytest.approx(0.0, abs=1e-3))
 
 
 def test_the_parent_never_runs_the_candidate(kernel, monkeypatch):
     """A candidate's code runs in the worker: the parent's own target is never asked to compile."""
     monkeypatch.setattr(CpuTarget, "compile", lambda *a, **k: pytest.fail("compiled in the tuner's process"))
     with CandidateEvaluator(kernel, 1) as evaluator:
-        assert isinstance(evaluator.evaluate(ScheduleRecipe()), Measurement)
+        assert isinstance(evaluator.evaluate(CpuRecipe()), Measurement)
 
 
 def test_exit_causes_and_fault_specifications():
@@ -105,13 +105,13 @@ def test_an_interrupted_candidate_kills_its_worker_at_once(kernel):
         raise KeyboardInterrupt
 
     evaluator = CandidateEvaluator(kernel, 1, time_limit_s=60)
-    assert isinstance(evaluator.evaluate(ScheduleRecipe()), Measurement)  # the worker is up
+    assert isinstance(evaluator.evaluate(CpuRecipe()), Measurement)  # the worker is up
     worker = evaluator._process
     previous = signal.signal(signal.SIGALRM, interrupt)
     signal.setitimer(signal.ITIMER_REAL, 0.3)
     try:
         with pytest.raises(KeyboardInterrupt):
-            evaluator.evaluate(ScheduleRecipe(), fault="hang")
+            evaluator.evaluate(CpuRecipe(), fault="hang")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

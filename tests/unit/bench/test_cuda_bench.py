@@ -1,6 +1,6 @@
-"""``polytf bench --target cuda`` without a GPU: the runner on the emulated device (the CUDA
-target's own kernels, each launch run on the CPU), its report through the shared writer,
-and the choice of the library baseline."""
+"""``polytf bench --target cuda`` without a GPU: the one runner on a CUDA backend of the
+emulated device (the CUDA target's own kernels, each launch run on the CPU), its report
+through the shared writer, and the choice of the library baseline."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, const, graph_conv_bias_relu, graph_matmul_bias_relu, placeholder
 
-from polytf.bench.cuda_baselines import check_fp32_settings, gpu_baseline
-from polytf.bench.cuda_runner import CudaBenchOptions, run_cuda_bench
+from polytf.bench.cpu_bench import CpuBenchRun
+from polytf.bench.cuda_baselines import check_fp32_settings, library_baseline
+from polytf.bench.cuda_bench import CudaBenchRun
+from polytf.bench.options import BenchOptions
+from polytf.bench.runner import run_bench
+from polytf.compiler.backends import CudaBackend
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.graph import Node
-from polytf.runtime.cuda.emulated_device import EmulatedDevice
+from polytf.runtime.cuda.emulation import EmulatedDevice
 from polytf.targets.cuda import CudaDevice, CudaTarget
 
 #: a: [6, 5] @ b: [5, 4] -> Relu, as a text GraphDef
@@ -32,9 +36,9 @@ DEVICE = CudaDevice(name="emulated sm_90", compute_capability="sm_90", multiproc
 def run_emulated(tmp_path, tensorflow: bool):
     model = tmp_path / "matmul_relu.pbtxt"
     model.write_text(MATMUL_RELU_PBTXT)
-    options = CudaBenchOptions(entries=(str(model),), trials=0, rounds=2, repeats=3, warmup=1, out=tmp_path / "report", tensorflow=tensorflow)
+    options = BenchOptions(target="cuda", entries=(str(model),), trials=0, rounds=2, repeats=3, warmup=1, out=tmp_path / "report", tensorflow=tensorflow)
     device = EmulatedDevice()
-    code = run_cuda_bench(options, device=DEVICE, target=CudaTarget(DEVICE), backend=device, baselines=False)
+    code = run_bench(options, backend=CudaBackend(CudaTarget(DEVICE), 1, device))
     return code, json.loads((tmp_path / "report.json").read_text()), (tmp_path / "report.md").read_text(), device
 
 
@@ -60,10 +64,17 @@ def test_the_gpu_bench_runs_verifies_and_reports_on_the_emulated_device(tmp_path
     assert "--target cuda" in result["settings"]["command"] and (tmp_path / "report.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_a_wrong_gpu_result_stops_the_bench_before_timing(tmp_path, monkeypatch):
-    from polytf.bench import cuda_runner
+def test_the_bench_measures_the_backend_it_is_given_without_choosing_one(tmp_path, monkeypatch):
+    from polytf.bench import runner
 
-    monkeypatch.setattr(cuda_runner._CudaRun, "reference", lambda self, path, inputs, names: ({name: np.full((6, 4), 7.0, np.float32) for name in names}, "numpy"))
+    monkeypatch.setattr(runner, "select_backend", lambda *args, **kwargs: pytest.fail("the bench chose a backend of its own"))
+    assert runner.BENCH_RUNS == {"cpu": CpuBenchRun, "cuda": CudaBenchRun}
+    code, result, _, device = run_emulated(tmp_path, tensorflow=False)
+    assert code == 0 and result["device"]["backend"] == device.describe() and device.counts["launch"] > 0
+
+
+def test_a_wrong_gpu_result_stops_the_bench_before_timing(tmp_path, monkeypatch):
+    monkeypatch.setattr(CudaBenchRun, "reference", lambda self, path, inputs, names: ({name: np.full((6, 4), 7.0, np.float32) for name in names}, "numpy"))
     with pytest.raises(PolytfError, match="polytf's output 'out' differs from the numpy reference"):
         run_emulated(tmp_path, tensorflow=False)
     result = json.loads((tmp_path / "report.json").read_text())
@@ -82,14 +93,14 @@ def test_baselines_are_chosen_by_the_model_s_one_contraction():
         ],
         ["second:0"],
     )
-    baseline, note = gpu_baseline(two)
+    baseline, note = library_baseline(two)
     assert baseline is None and "2 contractions" in note
     if importlib.util.find_spec("torch") is None:
-        baseline, note = gpu_baseline(graph_conv_bias_relu())
+        baseline, note = library_baseline(graph_conv_bias_relu())
         assert baseline is None and note.startswith("PyTorch is not installed")
     if importlib.util.find_spec("cupy") is None:
         with pytest.raises(DependencyMissingError, match="install cupy-cuda12x"):
-            gpu_baseline(graph_matmul_bias_relu())
+            library_baseline(graph_matmul_bias_relu())
 
 
 def test_tf32_for_cublas_is_refused(monkeypatch):

@@ -20,7 +20,7 @@ from polytf.config import CodegenConfig
 from polytf.errors import CompileError
 from polytf.export import compile_model
 from polytf.model_zoo.tensorflow_runner import run_graphdef_with_tensorflow
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.targets.cpu import CpuTarget
 
 THREADS = 2
@@ -58,7 +58,7 @@ def test_aarch64_target_reads_its_vector_width_and_registers_and_keys_its_record
     assert "fmla" in assembly and "v0." in assembly  # NEON fused multiply-adds, no x86
     assert "ymm" not in assembly and "xmm" not in assembly
     with pytest.raises(CompileError, match="cannot run on this"):
-        neoverse.compile(kernel.scop, ScheduleRecipe())
+        neoverse.compile(kernel.scop, CpuRecipe())
 
 
 def test_aarch64_object_has_the_arm_machine_and_only_the_entry_points(matmul_model, tmp_path):

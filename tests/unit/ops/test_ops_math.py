@@ -257,14 +257,14 @@ def test_compiled_kernels_match_reference_under_every_heuristic_recipe(monkeypat
 
 
 def test_compiled_math_ops_are_vector_code_without_calls():
-    from polytf.schedules.recipe import ScheduleRecipe
+    from polytf.schedules.recipe import CpuRecipe
     from polytf.targets.cpu import CpuTarget
 
     target = CpuTarget()
     ops = set()
     for kernel in kernels_of(_graph_rounding_and_logs()):
         ops |= {op for _, op in kernel.scop.ops}
-        text = str(target.optimise(target.emit_llvm_ir(kernel.scop, ScheduleRecipe()), kernel.scop.name))
+        text = str(target.optimise(target.emit_llvm_ir(kernel.scop, CpuRecipe()), kernel.scop.name))
         assert "x float>" in text, kernel.scop.name
         assert "@logf" not in text and "llvm.log." not in text and "@log1pf" not in text and "@floorf" not in text
     assert {"Log", "Log1p", "Floor", "Round", "FloorMod"} <= ops

@@ -18,7 +18,7 @@ from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
 from polytf.ops import ELEMENTWISE, lookup
 from polytf.runtime.cpu.kernel_bench import KernelBench
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.schedules.search_space import SearchSpace
 
 UNARY = ["Relu6", "Neg", "Square", "Sqrt", "Rsqrt", "Exp", "Tanh", "Sigmoid", "Erf", "Erfc"]
@@ -364,7 +364,7 @@ def test_compiled_math_is_vector_code_without_calls(monkeypatch):
     ops = set()
     for kernel in _kernels(monkeypatch, "unary_chain"):
         ops |= {op for _, op in kernel.scop.ops}  # the fused nodes (inlined statements keep no op of their own)
-        text = str(target.optimise(target.emit_llvm_ir(kernel.scop, ScheduleRecipe()), kernel.scop.name))
+        text = str(target.optimise(target.emit_llvm_ir(kernel.scop, CpuRecipe()), kernel.scop.name))
         assert "x float>" in text, kernel.scop.name  # the loop vectorised
         assert "@tanhf" not in text and "llvm.exp." not in text and "@expf" not in text and "@erff" not in text
     assert {"Tanh", "Sigmoid", "Exp", "Erf"} <= ops

@@ -15,12 +15,12 @@ from polytf.passes.fusion import partition
 from polytf.plan.constant_layout import evaluate_copy
 from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.builder import schedule_scop
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
 CHECK = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)
-PACKED_MATMUL = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A1",), parallel=True)
+PACKED_MATMUL = CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A1",), parallel=True)
 
 
 def test_constant_copies_leave_the_kernel_and_others_stay():
@@ -52,7 +52,7 @@ def test_packed_panels_equal_the_per_call_copy():
     "graph, recipe",
     [
         (graph_matmul_bias_relu(13, 9, 21), PACKED_MATMUL),
-        (graph_conv_bias_relu(8, 8, 3, 16, stride=1), ScheduleRecipe(tile_sizes=(1, 2, 8, 16), register_tile_sizes=(0, 0, 4, 16), pad=True, pack=("A1",), parallel=True)),
+        (graph_conv_bias_relu(8, 8, 3, 16, stride=1), CpuRecipe(tile_sizes=(1, 2, 8, 16), register_tile_sizes=(0, 0, 4, 16), pad=True, pack=("A1",), parallel=True)),
     ],
     ids=["matmul", "conv"],
 )

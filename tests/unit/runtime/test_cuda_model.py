@@ -2,7 +2,7 @@
 tensors kept on the device, host steps with copies in and out, views, outputs, input
 checks) run on the CPU. The kernels are the CUDA target's own (PTX for an offline sm_80,
 the default recipes of its GPU search space); each launch runs the kernel's Scop and GPU
-recipe compiled by the CPU target (:mod:`polytf.runtime.cuda.emulated_device`). Results are
+recipe compiled by the CPU target (:mod:`polytf.runtime.cuda.emulation`). Results are
 checked against numpy, the CPU CompiledModel and TensorFlow."""
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ import threading
 
 import numpy as np
 import pytest
-from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder
+from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder, reshaped_matmul_nodes
 
 import polytf
+from polytf.compiler.backends import CudaBackend, cuda_unavailable_reason
 from polytf.compiler.model_builder import PreparedModel, build_model, prepare_model
-from polytf.compiler.target_selection import cuda_unavailable_reason
 from polytf.errors import DependencyMissingError, GraphError, PolytfError, ShapeError
 from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
-from polytf.runtime.cuda.cuda_model import CudaModel, build_cuda_model
-from polytf.runtime.cuda.device_arguments import DeviceArguments
-from polytf.runtime.cuda.emulated_device import EmulatedDevice, EmulatedDeviceArray
+from polytf.runtime.cuda.argument_table import CudaArgumentTable
+from polytf.runtime.cuda.emulation import EmulatedDevice, EmulatedDeviceArray
+from polytf.runtime.cuda.model import CudaModel
+from polytf.schedules.recipe import GpuRecipe
 from polytf.targets.cuda import CudaKernel, CudaTarget
 
 
@@ -36,7 +37,7 @@ TARGET = CudaTarget(compute_capability="sm_80")
 
 
 def cuda_model(prepared, device=None) -> CudaModel:
-    return build_cuda_model(prepared, target=TARGET, backend=device or EmulatedDevice())
+    return CudaBackend(TARGET, 1, device or EmulatedDevice()).build_model(prepared)
 
 
 def expected_matmul_bias_relu(graph, x):
@@ -50,7 +51,7 @@ def test_matmul_bias_relu_uploads_weights_once_and_matches_numpy_and_the_cpu_mod
     model = cuda_model(prepared, device)
     (kernel,) = model.kernels
     assert isinstance(kernel, CudaKernel) and ".entry" in kernel.ptx
-    assert kernel.recipe.gpu and kernel.recipe.shared_memory  # a staged GPU mapping, not a CPU recipe
+    assert isinstance(kernel.recipe, GpuRecipe) and kernel.recipe.shared_memory  # a staged GPU mapping, not a CPU recipe
     assert device.counts["upload"] == 2  # w and b, at build time
     x = np.random.default_rng(0).standard_normal((9, 13)).astype(np.float32)
     for call in range(1, 3):
@@ -111,19 +112,7 @@ def test_views_and_outputs_that_are_placeholders_or_constants():
     rng = np.random.default_rng(3)
     w = rng.standard_normal((6, 3)).astype(np.float32)
     table = rng.standard_normal((2, 2)).astype(np.float32)
-    graph = build_graph(
-        [
-            placeholder("x", (2, 3, 2)),
-            const("shape", np.array([2, 6], dtype=np.int32)),
-            Node("flat", "Reshape", ("x:0", "shape:0")),
-            const("w", w),
-            Node("mm", "MatMul", ("flat:0", "w:0")),
-            Node("out", "Identity", ("mm:0",)),
-            Node("same", "Identity", ("x:0",)),
-            const("table", table),
-        ],
-        ["out:0", "same:0", "table:0"],
-    )
+    graph = build_graph([*reshaped_matmul_nodes(w), Node("same", "Identity", ("x:0",)), const("table", table)], ["out:0", "same:0", "table:0"])
     device = EmulatedDevice()
     model = cuda_model(prepared_of(graph), device)
     x = rng.standard_normal((2, 3, 2)).astype(np.float32)
@@ -218,7 +207,7 @@ def test_device_arguments_check_every_buffer():
     device = EmulatedDevice()
     model = cuda_model(prepared_of(graph_matmul_bias_relu()), device)
     (kernel,) = model.kernels
-    arguments = DeviceArguments(kernel, device)
+    arguments = CudaArgumentTable(kernel, device)
     slot = arguments.slot("A0")
     with pytest.raises(ShapeError, match="must be a device array of the emulated backend, not ndarray"):
         arguments.bind(slot, np.zeros((7, 13), np.float32))
@@ -254,7 +243,7 @@ def test_transformer_encoder_on_the_emulated_device_matches_tensorflow(frozen_mo
     device = EmulatedDevice()
     model = cuda_model(prepare_model(path), device)
     assert model.host_nodes == () and len(model.kernels) > 10
-    assert all(kernel.recipe.gpu for kernel in model.kernels)
+    assert all(isinstance(kernel.recipe, GpuRecipe) for kernel in model.kernels)
     x = np.random.default_rng(6).standard_normal(model.input_types["input"].shape).astype(np.float32)
     on_device = model(input=device.to_device(x))["Identity"]
     assert device.counts["download"] == 0  # every tensor stayed on the device

@@ -8,7 +8,7 @@ from polytf.config import MeasurementConfig
 from polytf.poly.expression import Binary, Constant
 from polytf.poly.scop import Scop
 from polytf.runtime.cpu.kernel_bench import KernelBench
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
@@ -17,7 +17,7 @@ TARGET = CpuTarget()
 def test_correct_kernel_is_timed(small_kernels):
     kernel = small_kernels("broadcast_chain")[0]
     bench = KernelBench(kernel)
-    measurement = bench.measure(TARGET.compile(kernel.scop, ScheduleRecipe()), 1, MeasurementConfig(repeats=5, min_repeat_s=0.0))
+    measurement = bench.measure(TARGET.compile(kernel.scop, CpuRecipe()), 1, MeasurementConfig(repeats=5, min_repeat_s=0.0))
     assert measurement.ok and len(measurement.latencies_s) >= 5 and measurement.median_s > 0
 
 
@@ -29,7 +29,7 @@ def test_wrong_kernel_is_rejected(small_kernels):
     statements[-1] = replace(last, value=Binary("add", last.value, Constant(1.0)))
     wrong = Scop(kernel.scop.name, tuple(statements), kernel.scop.arrays)
     bench = KernelBench(kernel)
-    measurement = bench.measure(TARGET.compile(wrong, ScheduleRecipe()), 1, MeasurementConfig())
+    measurement = bench.measure(TARGET.compile(wrong, CpuRecipe()), 1, MeasurementConfig())
     assert not measurement.ok
     assert "wrong result" in measurement.error and measurement.latencies_s == ()
 
@@ -39,7 +39,7 @@ def test_unwritten_output_is_rejected(small_kernels):
     statements = kernel.scop.statements[:-1]  # drop the final division: output never written
     wrong = Scop(kernel.scop.name, statements, kernel.scop.arrays)
     bench = KernelBench(kernel)
-    measurement = bench.measure(TARGET.compile(wrong, ScheduleRecipe()), 1, MeasurementConfig())
+    measurement = bench.measure(TARGET.compile(wrong, CpuRecipe()), 1, MeasurementConfig())
     assert not measurement.ok
     assert "non-finite" in measurement.error
 
@@ -61,7 +61,7 @@ def test_every_timed_call_follows_a_flush_of_the_kernels_arrays(small_kernels, m
     monkeypatch.setattr(measure, "cache_flusher", lambda: flusher)
     kernel = small_kernels("matmul_bias_relu")[0]
     bench = KernelBench(kernel)
-    compiled = TARGET.compile(kernel.scop, ScheduleRecipe())
+    compiled = TARGET.compile(kernel.scop, CpuRecipe())
     table = bench.table(compiled)
     latencies = bench.time(compiled, 1, MeasurementConfig(repeats=6, min_repeat_s=0.0, warmup_runs=1), table=table)
     assert len(flusher.calls) == len(latencies) == 6

@@ -15,7 +15,7 @@ from polytf.poly.expression import Access, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.runtime.cpu.argument_table import ArgumentTable
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
@@ -24,7 +24,7 @@ TARGET = CpuTarget()
 @pytest.fixture(scope="module")
 def packed_kernel():
     (kernel,) = kernels_of(graph_matmul_bias_relu(m=8, k=13, n=16))
-    return kernel, TARGET.compile(kernel.scop, ScheduleRecipe(tile_sizes=(4, 16), register_tile_sizes=(4, 8), pack=("A1",)))
+    return kernel, TARGET.compile(kernel.scop, CpuRecipe(tile_sizes=(4, 16), register_tile_sizes=(4, 8), pack=("A1",)))
 
 
 def test_every_slot_is_checked_before_the_kernel_runs(packed_kernel):

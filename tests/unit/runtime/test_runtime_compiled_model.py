@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder
+from hand_built_graphs import build_graph, graph_matmul_bias_relu, reshaped_matmul_nodes
 
 from polytf.compiler.model_builder import PreparedModel, build_model
 from polytf.errors import GraphError, ShapeError
-from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
 from polytf.runtime.cpu.compiled_model import CompiledModel
@@ -33,17 +32,7 @@ def test_matmul_bias_relu_matches_numpy():
 def test_reshape_is_a_view_and_constants_are_bound():
     rng = np.random.default_rng(1)
     w = rng.standard_normal((6, 3)).astype(np.float32)
-    graph = build_graph(
-        [
-            placeholder("x", (2, 3, 2)),
-            const("shape", np.array([2, 6], dtype=np.int32)),
-            Node("flat", "Reshape", ("x:0", "shape:0")),
-            const("w", w),
-            Node("mm", "MatMul", ("flat:0", "w:0")),
-            Node("out", "Identity", ("mm:0",)),
-        ],
-        ["out:0"],
-    )
+    graph = build_graph(reshaped_matmul_nodes(w), ["out:0"])
     model = compile_graph(graph)
     x = rng.standard_normal((2, 3, 2)).astype(np.float32)
     np.testing.assert_allclose(model(x=x)["out"], x.reshape(2, 6) @ w, rtol=1e-5, atol=1e-5)

@@ -15,7 +15,7 @@ from polytf.errors import ShapeError
 from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 
 
 def two_layer_mlp():
@@ -47,7 +47,7 @@ def compile_with(graph, recipe_for, threads=2):
 
 
 #: packs both operands into register-tile panels: every kernel has scratch arrays
-PACKED = ScheduleRecipe(tile_sizes=(4, 16), register_tile_sizes=(4, 8), pack=("A0", "A1"), parallel=True)
+PACKED = CpuRecipe(tile_sizes=(4, 16), register_tile_sizes=(4, 8), pack=("A0", "A1"), parallel=True)
 
 
 def hammer(model, inputs, threads: int, calls: int):
@@ -76,7 +76,7 @@ def hammer(model, inputs, threads: int, calls: int):
 @pytest.mark.parametrize("packed", [False, True], ids=["default", "packed"])
 def test_concurrent_calls_are_bit_identical_to_single_threaded_calls(packed):
     graph = two_layer_mlp()
-    model = compile_with(graph, (lambda k: PACKED) if packed else (lambda k: ScheduleRecipe(parallel=True)))
+    model = compile_with(graph, (lambda k: PACKED) if packed else (lambda k: CpuRecipe(parallel=True)))
     if packed:
         assert all(kernel.scratch_arrays for kernel in model.kernels)
     rng = np.random.default_rng(4)
@@ -94,7 +94,7 @@ def test_concurrent_calls_are_bit_identical_to_single_threaded_calls(packed):
 
 def test_padded_convolution_is_reentrant():
     graph = graph_conv_bias_relu(h=9, w=7, c=3, o=8, stride=1)
-    model = compile_with(graph, lambda k: ScheduleRecipe(pad=True, parallel=True) if k.scop.ops[0][1] == "Conv2D" else ScheduleRecipe())
+    model = compile_with(graph, lambda k: CpuRecipe(pad=True, parallel=True) if k.scop.ops[0][1] == "Conv2D" else CpuRecipe())
     assert any(kernel.scratch_arrays for kernel in model.kernels)
     rng = np.random.default_rng(5)
     inputs = [rng.standard_normal((1, 9, 7, 3)).astype(np.float32) for _ in range(3)]
@@ -119,7 +119,7 @@ class ShapeShifter:
 
 def test_inputs_are_converted_once_and_the_checked_array_is_the_one_read():
     graph = two_layer_mlp()
-    model = compile_with(graph, lambda k: ScheduleRecipe())
+    model = compile_with(graph, lambda k: CpuRecipe())
     honest_first = ShapeShifter([(8, 24), (1, 1)])
     out = next(iter(model(x=honest_first).values()))
     assert honest_first.calls == 1

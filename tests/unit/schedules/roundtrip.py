@@ -17,7 +17,8 @@ from polytf.poly.interpreter import interpret
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.builder import build_ast, schedule_scop
-from polytf.schedules.validation import TargetLimits, validate_recipe
+from polytf.schedules.target_limits import TargetLimits
+from polytf.schedules.validation import validate_recipe
 from polytf.targets.cpu import CpuTarget
 
 #: The host, whatever its vector width.

@@ -13,7 +13,7 @@ from polytf.poly.interpreter import interpret
 from polytf.poly.statement import CopyKind, IteratorRole
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.data_layout import SCRATCH, apply_data_layout, can_zero_pad
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, copy_statements
 from polytf.schedules.validation import validate_recipe
@@ -39,7 +39,7 @@ def conv():
 
 
 def test_packing_adds_a_copy_into_register_panels(matmul):
-    recipe = ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A0", "A1"))
+    recipe = CpuRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A0", "A1"))
     scop = apply_data_layout(matmul.scop, recipe)
     copies = copy_statements(scop)
     assert len(copies) == 2
@@ -53,7 +53,7 @@ def test_packing_adds_a_copy_into_register_panels(matmul):
 
 def test_zero_padding_removes_the_guards_of_a_convolution(conv):
     assert anchor_statement(conv.scop).constraints
-    scop = apply_data_layout(conv.scop, ScheduleRecipe(pad=True))
+    scop = apply_data_layout(conv.scop, CpuRecipe(pad=True))
     assert not anchor_statement(scop).constraints
     (padded,) = [a for a in scop.arrays if a.role == SCRATCH]
     assert padded.shape[1] > conv.scop.array("A0").shape[1]
@@ -61,14 +61,14 @@ def test_zero_padding_removes_the_guards_of_a_convolution(conv):
 
 
 def test_im2col_gathers_the_window_into_a_matrix(conv):
-    scop = apply_data_layout(conv.scop, ScheduleRecipe(algorithm="im2col"))
+    scop = apply_data_layout(conv.scop, CpuRecipe(algorithm="im2col"))
     gathered = [a for a in scop.arrays if a.role == SCRATCH and "im2col" in a.tensor]
     assert len(gathered) == 1 and len(gathered[0].shape) == 6  # [n, oh, ow, kh, kw, c]
     _check_against_reference(conv, scop)
 
 
 def test_schedule_places_copies_first_and_is_legal_in_parallel(matmul):
-    recipe = ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A1",), parallel=True)
+    recipe = CpuRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A1",), parallel=True)
     scheduled = schedule_scop(matmul.scop, recipe)
     assert "microkernel 2x8" in str(scheduled.schedule)
     assert str(scheduled.schedule).index("C0") < str(scheduled.schedule).index("S1")
@@ -76,7 +76,7 @@ def test_schedule_places_copies_first_and_is_legal_in_parallel(matmul):
 
 def test_full_panels_are_copied_apart_from_the_last_partial_one(matmul):
     # 11 columns in panels of 8: panel 0 is full, panel 1 holds 3 columns
-    recipe = ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A1",))
+    recipe = CpuRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A1",))
     ast = build_ast(schedule_scop(matmul.scop, recipe).schedule).to_C_str()
     copy_code = ast[: ast.index("S")]  # the copy nests come first
     assert copy_code.count("C0(") == 2  # the isolated full panel, then the rest
@@ -86,13 +86,13 @@ def test_full_panels_are_copied_apart_from_the_last_partial_one(matmul):
 @pytest.mark.parametrize(
     ("recipe", "message"),
     [
-        (ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(3, 8)), "multiple"),
-        (ScheduleRecipe(tile_sizes=(0, 8), register_tile_sizes=(2, 8)), "multiple"),
-        (ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A9",)), "A9"),
-        (ScheduleRecipe(pack=("A1",)), "register tile"),
-        (ScheduleRecipe(pad=True), "field pad = True is invalid; allowed: false"),
-        (ScheduleRecipe(algorithm="winograd"), "field algorithm = 'winograd' is invalid; allowed: direct, im2col"),
-        (ScheduleRecipe(register_tile_sizes=(2,)), "register_tile_sizes"),
+        (CpuRecipe(tile_sizes=(4, 8), register_tile_sizes=(3, 8)), "multiple"),
+        (CpuRecipe(tile_sizes=(0, 8), register_tile_sizes=(2, 8)), "multiple"),
+        (CpuRecipe(tile_sizes=(4, 8), register_tile_sizes=(2, 8), pack=("A9",)), "A9"),
+        (CpuRecipe(pack=("A1",)), "register tile"),
+        (CpuRecipe(pad=True), "field pad = True is invalid; allowed: false"),
+        (CpuRecipe(algorithm="winograd"), "field algorithm = 'winograd' is invalid; allowed: direct, im2col"),
+        (CpuRecipe(register_tile_sizes=(2,)), "register_tile_sizes"),
     ],
 )
 def test_bad_data_layout_requests_raise_schedule_errors(matmul, recipe, message):
@@ -101,7 +101,7 @@ def test_bad_data_layout_requests_raise_schedule_errors(matmul, recipe, message)
 
 
 def test_recipe_json_round_trip_keeps_the_new_fields():
-    recipe = ScheduleRecipe(tile_sizes=(96, 256), register_tile_sizes=(6, 16), pack=("A1",), pad=True, algorithm="im2col")
+    recipe = CpuRecipe(tile_sizes=(96, 256), register_tile_sizes=(6, 16), pack=("A1",), pad=True, algorithm="im2col")
     assert ScheduleRecipe.from_json(recipe.to_json()) == recipe
     assert "regtile 6x16" in recipe.describe() and "im2col" in recipe.describe()
 
@@ -115,7 +115,7 @@ def test_padding_is_offered_and_accepted_only_where_it_applies(conv):
     assert anchor_statement(depthwise.scop).constraints and not can_zero_pad(depthwise.scop)
     assert SearchSpace.for_scop(depthwise.scop, 2).choices("pad") == (False,)
     with pytest.raises(ScheduleError, match="recipe field pad = True is invalid"):
-        validate_recipe(depthwise.scop, ScheduleRecipe(pad=True))
+        validate_recipe(depthwise.scop, CpuRecipe(pad=True))
     assert can_zero_pad(conv.scop) and SearchSpace.for_scop(conv.scop, 2).choices("pad") == (False, True)
 
 
@@ -124,7 +124,7 @@ def test_copies_are_data_layout_copies_whose_iterators_keep_the_anchor_roles(con
     their roles there (a GPU launch of the copy maps its output iterators only); a padded
     copy's iterators index the padded array."""
     output, reduction = IteratorRole.OUTPUT, IteratorRole.REDUCTION
-    scop = apply_data_layout(conv.scop, ScheduleRecipe(algorithm="im2col"))
+    scop = apply_data_layout(conv.scop, CpuRecipe(algorithm="im2col"))
     pad_zero, pad_copy, gather = copy_statements(scop)
     assert all(copy.copy_kind is CopyKind.DATA_LAYOUT and copy.op == "" for copy in (pad_zero, pad_copy, gather))
     assert pad_zero.roles == pad_copy.roles == (output,) * 4

@@ -26,9 +26,9 @@ from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.gpu_mapping import gpu_tiles, stageable_operands
 from polytf.schedules.gpu_search_space import GpuSearchSpace
 from polytf.schedules.marks import BarrierMark, GpuMark, decode_mark, mark_of
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import GpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
-from polytf.schedules.validation import TargetLimits
+from polytf.schedules.target_limits import TargetLimits
 
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
@@ -84,13 +84,12 @@ def gpu_recipes(draw, scop):
     anchor = anchor_statement(scop)
     extents = anchor.extents
     stageable = list(stageable_operands(scop))
-    return ScheduleRecipe(
+    return GpuRecipe(
         tile_sizes=tuple(draw(st.sampled_from([0, 1, 2, 3, 4, 8, extents[k] + 3])) for k in range(depth)),
         thread_tile_sizes=tuple(draw(st.sampled_from([0, 1, 2, 4])) for _ in range(depth)),
         reduction_tile_sizes=tuple(draw(st.sampled_from([0, 2, 5, 16])) for _ in anchor.reduction_iterators),
         point_order=tuple(draw(st.permutations(anchor.iterators))),
         unroll=draw(st.sampled_from([0, 1, 4])),
-        gpu=True,
         shared_memory=tuple(draw(st.lists(st.sampled_from(stageable), unique=True))) if stageable else (),
     )
 
@@ -110,15 +109,15 @@ def test_arbitrary_gpu_recipes_are_rejected_or_correct(small_kernels, graph_name
 
 
 def test_staged_matmul_matches_the_identity_schedule_bit_for_bit_in_the_sum_order(matmul):
-    recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"))
+    recipe = GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"))
     staged = outputs_of(matmul, recipe, threads=1)
-    plain = outputs_of(matmul, ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4)), threads=1)
+    plain = outputs_of(matmul, GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4)), threads=1)
     for name in staged:
         np.testing.assert_allclose(staged[name], plain[name], rtol=1e-5, atol=1e-5)
 
 
 def test_tree_has_blocks_threads_and_barriers_around_the_staging_copies(matmul):
-    recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"))
+    recipe = GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"))
     scheduled = schedule_scop(matmul.scop, recipe)
     marks = _marks(build_ast(scheduled.schedule))
     blocks = [m for m in marks if isinstance(m, GpuMark) and m.kind == "blocks"]
@@ -136,7 +135,7 @@ def test_tree_has_blocks_threads_and_barriers_around_the_staging_copies(matmul):
 
 
 def test_staging_and_accumulator_copies_are_marked_by_their_kind(matmul):
-    recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"))
+    recipe = GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"))
     statements = {s.name: s for s in schedule_scop(matmul.scop, recipe).scop.statements}
     kinds = {name: s.copy_kind for name, s in statements.items() if s.copy_kind is not None}
     shared, private = CopyKind.SHARED_MEMORY, CopyKind.PRIVATE
@@ -150,7 +149,7 @@ def test_staging_and_accumulator_copies_are_marked_by_their_kind(matmul):
 
 def test_a_tile_read_down_its_columns_by_consecutive_threads_is_padded():
     kernel = kernels_of(graph_matmul_bias_relu(m=37, k=45, n=70, transpose_b=True))[0]  # B[d1, r0]
-    recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 1), reduction_tile_sizes=(32,), shared_memory=("A1",))
+    recipe = GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 1), reduction_tile_sizes=(32,), shared_memory=("A1",))
     scheduled = schedule_scop(kernel.scop, recipe)
     assert scheduled.scop.array("A1_shared").shape == (32, 33)  # 32 threads of a warp on 33 banks apart
     assert roundtrip(kernel, recipe, threads=1).error is None
@@ -167,7 +166,7 @@ def test_a_mapped_dimension_that_carries_a_dependence_is_rejected():
     tiles = [0] * depth
     tiles[carried] = 2  # two blocks along a dimension whose iterations depend on each other
     with pytest.raises(ScheduleError, match="parallel loop c.* carries"):
-        schedule_scop(kernel.scop, ScheduleRecipe(gpu=True, tile_sizes=tuple(tiles), thread_tile_sizes=tuple(threads)))
+        schedule_scop(kernel.scop, GpuRecipe(tile_sizes=tuple(tiles), thread_tile_sizes=tuple(threads)))
     result = roundtrip(kernel, space.default_recipe(), threads=1)
     assert result.verdict == LEGAL and result.error is None
 
@@ -175,16 +174,11 @@ def test_a_mapped_dimension_that_carries_a_dependence_is_rejected():
 @pytest.mark.parametrize(
     ("recipe", "field"),
     [
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(1, 1)), "thread_tile_sizes"),  # 512 threads > 256
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 30), thread_tile_sizes=(2, 4)), "tile_sizes"),  # 30 not a multiple of 4
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), parallel=True), "parallel"),
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), register_tile_sizes=(2, 8)), "register_tile_sizes"),
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), tile_order=(1, 0)), "tile_order"),
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), shared_memory=("A2",)), "shared_memory"),
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), shared_memory=("A0", "A0")), "shared_memory"),
-        (ScheduleRecipe(thread_tile_sizes=(2, 4)), "thread_tile_sizes"),
-        (ScheduleRecipe(shared_memory=("A0",)), "shared_memory"),
-        (ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), shared_memory=("A0", "A1")), "shared_memory"),  # 37x45 + 45x32 floats > 8 KiB
+        (GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(1, 1)), "thread_tile_sizes"),  # 512 threads > 256
+        (GpuRecipe(tile_sizes=(16, 30), thread_tile_sizes=(2, 4)), "tile_sizes"),  # 30 not a multiple of 4
+        (GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), shared_memory=("A2",)), "shared_memory"),
+        (GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), shared_memory=("A0", "A0")), "shared_memory"),
+        (GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), shared_memory=("A0", "A1")), "shared_memory"),  # 37x45 + 45x32 floats > 8 KiB
     ],
 )
 def test_invalid_gpu_recipes_name_the_field(matmul, recipe, field):
@@ -193,8 +187,25 @@ def test_invalid_gpu_recipes_name_the_field(matmul, recipe, field):
         schedule_scop(matmul.scop, recipe, limits=limits)
 
 
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"gpu": True, "tile_sizes": [16, 32], "thread_tile_sizes": [2, 4], "parallel": True}, "parallel"),
+        ({"gpu": True, "tile_sizes": [16, 32], "thread_tile_sizes": [2, 4], "register_tile_sizes": [2, 8]}, "register_tile_sizes"),
+        ({"gpu": True, "tile_sizes": [16, 32], "thread_tile_sizes": [2, 4], "tile_order": [1, 0]}, "tile_order"),
+        ({"gpu": False, "thread_tile_sizes": [2, 4]}, "thread_tile_sizes"),
+        ({"shared_memory": ["A0"]}, "shared_memory"),
+    ],
+)
+def test_a_flat_recipe_that_uses_the_other_kinds_fields_is_refused(fields, field):
+    """A recipe of polytf 61c8331 (flat, with ``gpu``) that a GPU recipe would have refused
+    for a CPU field (or the other way round) does not parse."""
+    with pytest.raises(ScheduleError, match=f"recipe field {field} "):
+        ScheduleRecipe.from_dict(fields)
+
+
 def test_gpu_recipe_json_replay_gives_the_same_tree(matmul):
-    recipe = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A1",), unroll=4)
+    recipe = GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A1",), unroll=4)
     replayed = ScheduleRecipe.from_json(recipe.to_json())
     assert replayed == recipe
     first, second = schedule_scop(matmul.scop, recipe), schedule_scop(matmul.scop, replayed)
@@ -203,7 +214,7 @@ def test_gpu_recipe_json_replay_gives_the_same_tree(matmul):
 
 
 def test_block_tiles_cover_the_extent_rounded_to_the_thread_tile(matmul):
-    tiles = gpu_tiles(matmul.scop, ScheduleRecipe(gpu=True, tile_sizes=(0, 0), thread_tile_sizes=(4, 8), point_order=("d0", "d1", "r0")))
+    tiles = gpu_tiles(matmul.scop, GpuRecipe(tile_sizes=(0, 0), thread_tile_sizes=(4, 8), point_order=("d0", "d1", "r0")))
     assert tiles.block_tiles == (40, 72) and tiles.threads == (10, 9) and tiles.hardware == ("y", "x")
     assert tiles.block_shape() == (9, 10, 1)
 
@@ -227,9 +238,9 @@ def _reversed_epilogue():
 def test_a_dependence_between_statements_on_different_threads_is_rejected():
     kernel = _reversed_epilogue()
     with pytest.raises(ScheduleError, match=r"RAW dependence S0 -> S1 .* on different threads"):
-        schedule_scop(kernel.scop, ScheduleRecipe(gpu=True, tile_sizes=(8,), thread_tile_sizes=(1,)))
+        schedule_scop(kernel.scop, GpuRecipe(tile_sizes=(8,), thread_tile_sizes=(1,)))
     with pytest.raises(ScheduleError, match="RAW dependence S0 -> S1"):  # on different blocks: the blocks band reverses it
-        schedule_scop(kernel.scop, ScheduleRecipe(gpu=True, tile_sizes=(4,), thread_tile_sizes=(4,)))
-    one_thread = ScheduleRecipe(gpu=True, tile_sizes=(8,), thread_tile_sizes=(8,))
+        schedule_scop(kernel.scop, GpuRecipe(tile_sizes=(4,), thread_tile_sizes=(4,)))
+    one_thread = GpuRecipe(tile_sizes=(8,), thread_tile_sizes=(8,))
     result = roundtrip(kernel, one_thread, threads=1)
     assert result.verdict == LEGAL and result.error is None

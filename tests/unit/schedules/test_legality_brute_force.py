@@ -27,7 +27,7 @@ from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, schedule_scop
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 
@@ -96,7 +96,7 @@ def direct_recipes(draw, kernel):
         else:
             registers[k] = tiles[k] = 64  # more than any extent here, even rounded up to the lanes
     arrays = sorted({a.array for a in anchor.reads} | {anchor.write.array} | {a.name for a in scop.arrays})
-    return ScheduleRecipe(
+    return CpuRecipe(
         tile_sizes=tuple(tiles),
         tile_order=tuple(draw(st.permutations(range(depth)))),
         reduction_tile_sizes=tuple(draw(st.one_of(st.just(extents[r]), st.integers(0, extents[r]))) for r in anchor.reduction_iterators),
@@ -137,7 +137,7 @@ def _check(kernel, recipe) -> str:
     # must then be legal.
     event("illegal, marked loop not generated (conservative)")
     assert recipe.parallel and not _distributes_a_loop(kernel, recipe), f"legality refused {recipe.to_json()}: {result.message}"
-    serial = roundtrip(kernel, ScheduleRecipe(**{**recipe.__dict__, "parallel": False}), brute_force=True)
+    serial = roundtrip(kernel, CpuRecipe(**{**recipe.__dict__, "parallel": False}), brute_force=True)
     assert serial.verdict == LEGAL and serial.brute_force == ()
     return ILLEGAL
 

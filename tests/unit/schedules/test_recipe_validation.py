@@ -23,9 +23,10 @@ from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.marks import MicrokernelMark, ParallelMark, decode_mark
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
-from polytf.schedules.validation import MAX_UNROLL, TargetLimits, validate_recipe
+from polytf.schedules.target_limits import TargetLimits
+from polytf.schedules.validation import MAX_UNROLL, validate_recipe
 from polytf.targets.llvm_codegen import parallel_pieces
 
 LIMITS = [AVX2_LIMITS, AVX512_LIMITS]
@@ -68,30 +69,30 @@ def max_middle_axis():
 @pytest.mark.parametrize(
     ("recipe", "message"),
     [
-        (ScheduleRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 16), pack=("A3",)), r"pack = \['A3'\] is invalid; allowed: distinct arrays among \['A0', 'A1'\]"),
-        (ScheduleRecipe(tile_sizes=(7, 16), register_tile_sizes=(0, 16), pack=("A0",)), r"pack = \['A0'\] is invalid; allowed: distinct arrays among \['A1'\]"),
-        (ScheduleRecipe(tile_sizes=(7, 16), register_tile_sizes=(0, 16), pack=("A1", "A1")), "pack"),
-        (ScheduleRecipe(pack=("A1",)), r"allowed: distinct arrays among \[\]"),  # no register tile
-        (ScheduleRecipe(unroll=4294967296), f"unroll = 4294967296 is invalid; allowed: 0 to {MAX_UNROLL}"),
-        (ScheduleRecipe(unroll=-1), "unroll = -1 is invalid"),
-        (ScheduleRecipe(vector_width=3), "vector_width = 3 is invalid; allowed: 0, 1, 2, 4, 8, 16"),
-        (ScheduleRecipe(tile_sizes=(256, 256), register_tile_sizes=(256, 256)), r"register_tile_sizes = \[256, 256\] is invalid; allowed: 0 to 7 for d0"),
-        (ScheduleRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 32)), r"allowed: 0 to 16 for d1 \(extent 11; the vectorised"),
-        (ScheduleRecipe(tile_sizes=(True, 0)), "recipe field tile_sizes must be a list of integers, not"),
-        (ScheduleRecipe(tile_sizes=(2.0, 0)), "recipe field tile_sizes must be a list of integers"),
-        (ScheduleRecipe(tile_sizes=(np.int64(2), 0)), "recipe field tile_sizes must be a list of integers"),
-        (ScheduleRecipe(unroll="4"), "recipe field unroll must be an integer, not '4'"),
-        (ScheduleRecipe(parallel=1), "recipe field parallel must be a boolean, not 1"),
-        (ScheduleRecipe(pack="A0"), "recipe field pack must be a list of strings"),
-        (ScheduleRecipe(point_order=("d0", "d1", "k")), r"point_order = \['d0', 'd1', 'k'\] is invalid; allowed: a permutation of statement S1's iterators"),
-        (ScheduleRecipe(point_order=("d0", "d0", "r0")), "point_order"),
-        (ScheduleRecipe(tile_order=(1, 1)), r"tile_order = \[1, 1\] is invalid; allowed: a permutation of \[0, 1\]"),
-        (ScheduleRecipe(reduction_tile_sizes=(14,)), r"reduction_tile_sizes = \[14\] is invalid; allowed: 0 to 13 for r0"),
-        (ScheduleRecipe(tile_sizes=(8, 0)), r"tile_sizes = \[8, 0\] is invalid; allowed: 0 to 7 for d0"),
-        (ScheduleRecipe(tile_sizes=(4, 12), register_tile_sizes=(0, 8)), r"tile_sizes = \[4, 12\] is invalid; allowed: a multiple of d1's register tile 8 from 8 to 16"),
-        (ScheduleRecipe(pad=True), "pad = True is invalid; allowed: false"),
-        (ScheduleRecipe(algorithm="im2col"), "algorithm = 'im2col' is invalid; allowed: direct"),
-        (ScheduleRecipe(algorithm="winograd"), "algorithm = 'winograd' is invalid; allowed: direct, im2col"),
+        (CpuRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 16), pack=("A3",)), r"pack = \['A3'\] is invalid; allowed: distinct arrays among \['A0', 'A1'\]"),
+        (CpuRecipe(tile_sizes=(7, 16), register_tile_sizes=(0, 16), pack=("A0",)), r"pack = \['A0'\] is invalid; allowed: distinct arrays among \['A1'\]"),
+        (CpuRecipe(tile_sizes=(7, 16), register_tile_sizes=(0, 16), pack=("A1", "A1")), "pack"),
+        (CpuRecipe(pack=("A1",)), r"allowed: distinct arrays among \[\]"),  # no register tile
+        (CpuRecipe(unroll=4294967296), f"unroll = 4294967296 is invalid; allowed: 0 to {MAX_UNROLL}"),
+        (CpuRecipe(unroll=-1), "unroll = -1 is invalid"),
+        (CpuRecipe(vector_width=3), "vector_width = 3 is invalid; allowed: 0, 1, 2, 4, 8, 16"),
+        (CpuRecipe(tile_sizes=(256, 256), register_tile_sizes=(256, 256)), r"register_tile_sizes = \[256, 256\] is invalid; allowed: 0 to 7 for d0"),
+        (CpuRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 32)), r"allowed: 0 to 16 for d1 \(extent 11; the vectorised"),
+        (CpuRecipe(tile_sizes=(True, 0)), "recipe field tile_sizes must be a list of integers, not"),
+        (CpuRecipe(tile_sizes=(2.0, 0)), "recipe field tile_sizes must be a list of integers"),
+        (CpuRecipe(tile_sizes=(np.int64(2), 0)), "recipe field tile_sizes must be a list of integers"),
+        (CpuRecipe(unroll="4"), "recipe field unroll must be an integer, not '4'"),
+        (CpuRecipe(parallel=1), "recipe field parallel must be a boolean, not 1"),
+        (CpuRecipe(pack="A0"), "recipe field pack must be a list of strings"),
+        (CpuRecipe(point_order=("d0", "d1", "k")), r"point_order = \['d0', 'd1', 'k'\] is invalid; allowed: a permutation of statement S1's iterators"),
+        (CpuRecipe(point_order=("d0", "d0", "r0")), "point_order"),
+        (CpuRecipe(tile_order=(1, 1)), r"tile_order = \[1, 1\] is invalid; allowed: a permutation of \[0, 1\]"),
+        (CpuRecipe(reduction_tile_sizes=(14,)), r"reduction_tile_sizes = \[14\] is invalid; allowed: 0 to 13 for r0"),
+        (CpuRecipe(tile_sizes=(8, 0)), r"tile_sizes = \[8, 0\] is invalid; allowed: 0 to 7 for d0"),
+        (CpuRecipe(tile_sizes=(4, 12), register_tile_sizes=(0, 8)), r"tile_sizes = \[4, 12\] is invalid; allowed: a multiple of d1's register tile 8 from 8 to 16"),
+        (CpuRecipe(pad=True), "pad = True is invalid; allowed: false"),
+        (CpuRecipe(algorithm="im2col"), "algorithm = 'im2col' is invalid; allowed: direct"),
+        (CpuRecipe(algorithm="winograd"), "algorithm = 'winograd' is invalid; allowed: direct, im2col"),
     ],
 )
 def test_invalid_recipes_name_the_field_and_the_allowed_values(fused_matmul, recipe, message):
@@ -138,7 +139,7 @@ def test_the_issue_records_are_refused_before_code_generation():
 )
 def test_register_tiles_must_fit_the_target_registers(registers, avx2, avx512):
     wide = kernels_of(graph_matmul_bias_relu(m=20, k=5, n=96))[0]
-    recipe = ScheduleRecipe(tile_sizes=tuple(r or 0 for r in registers), register_tile_sizes=registers)
+    recipe = CpuRecipe(tile_sizes=tuple(r or 0 for r in registers), register_tile_sizes=registers)
     for limits, fits in zip(LIMITS, (avx2, avx512)):
         if fits:
             validate_recipe(wide.scop, recipe, limits)
@@ -154,7 +155,7 @@ def test_the_largest_register_tile_compiles_quickly():
     rows, columns = TARGET.vector_registers, TARGET.vector_lanes
     kernel = kernels_of(graph_matmul_bias_relu(m=rows, k=4, n=columns))[0]
     for width in (0, 1):
-        recipe = ScheduleRecipe(tile_sizes=(rows, columns), register_tile_sizes=(rows, columns), vector_width=width)
+        recipe = CpuRecipe(tile_sizes=(rows, columns), register_tile_sizes=(rows, columns), vector_width=width)
         started = time.perf_counter()
         result = roundtrip(kernel, recipe, threads=1)
         assert result.verdict == LEGAL and result.error is None
@@ -162,7 +163,7 @@ def test_the_largest_register_tile_compiles_quickly():
 
 
 def test_list_fields_are_normalised_to_tuples(fused_matmul):
-    validated = validate_recipe(fused_matmul.scop, ScheduleRecipe(tile_sizes=[4, 8], point_order=["d0", "r0", "d1"]))
+    validated = validate_recipe(fused_matmul.scop, CpuRecipe(tile_sizes=[4, 8], point_order=["d0", "r0", "d1"]))
     assert validated.tile_sizes == (4, 8) and validated.point_order == ("d0", "r0", "d1")
     assert validated.tile_order == (0, 1) and validated.reduction_tile_sizes == (0,) and validated.register_tile_sizes == (0, 0)
     hash(validated)
@@ -230,7 +231,7 @@ def test_from_dict_refuses_what_is_not_a_recipe():
     for text in ("null", "[1]", "{", ""):
         with pytest.raises(ScheduleError):
             ScheduleRecipe.from_json(text)
-    assert ScheduleRecipe.from_dict({"tile_sizes": [4, 8], "parallel": True}) == ScheduleRecipe(tile_sizes=(4, 8), parallel=True)
+    assert ScheduleRecipe.from_dict({"tile_sizes": [4, 8], "parallel": True}) == CpuRecipe(tile_sizes=(4, 8), parallel=True)
 
 
 def test_marks_are_encoded_and_decoded_in_one_place():
@@ -248,25 +249,25 @@ def test_parallel_reduction_with_one_iteration_tile_loops_is_correct():
     """Issue 9's case: every outer tile loop has one iteration, so isl drops them; the first
     loop left is the reduction's tile loop, which must not be distributed over the threads."""
     kernel = max_middle_axis()
-    recipe = ScheduleRecipe(tile_sizes=(4, 0, 10), reduction_tile_sizes=(8,), parallel=True)
+    recipe = CpuRecipe(tile_sizes=(4, 0, 10), reduction_tile_sizes=(8,), parallel=True)
     result = roundtrip(kernel, recipe, threads=2, brute_force=True)
     assert result.verdict == LEGAL and result.brute_force == () and result.error is None
     scheduled = schedule_scop(kernel.scop, recipe)
     assert "parallel" not in str(scheduled.schedule)  # no loop is left to distribute
     assert "GOMP_parallel" not in TARGET.emit_llvm_ir(kernel.scop, recipe)
-    np.testing.assert_array_equal(outputs_of(kernel, recipe, 2)["A1"], outputs_of(kernel, ScheduleRecipe(), 1)["A1"])
+    np.testing.assert_array_equal(outputs_of(kernel, recipe, 2)["A1"], outputs_of(kernel, CpuRecipe(), 1)["A1"])
 
 
 def test_parallel_mark_moves_to_the_first_real_loop_and_is_checked():
     kernel = max_middle_axis()
     # d0 has one tile; d1 has extent 1; d2 untiled: the parallel loop is d2's (c2)
-    recipe = ScheduleRecipe(tile_sizes=(4, 0, 0), parallel=True)
+    recipe = CpuRecipe(tile_sizes=(4, 0, 0), parallel=True)
     scheduled = schedule_scop(kernel.scop, recipe)
     assert "parallel c2" in str(scheduled.schedule)
     assert "// parallel c2\nfor (int c2 = 0; c2 <= 9; c2 += 1)" in build_ast(scheduled.schedule).to_C_str()
     result = roundtrip(kernel, recipe, brute_force=True)
     assert result.verdict == LEGAL and result.brute_force == () and result.error is None
-    np.testing.assert_array_equal(outputs_of(kernel, recipe, 2)["A1"], outputs_of(kernel, ScheduleRecipe(), 1)["A1"])
+    np.testing.assert_array_equal(outputs_of(kernel, recipe, 2)["A1"], outputs_of(kernel, CpuRecipe(), 1)["A1"])
 
 
 def _doubling() -> Scop:
@@ -281,21 +282,21 @@ def test_a_parallel_loop_that_carries_a_dependence_is_illegal():
     force, running the AST the way the generated code does, finds the same race."""
     scop = _doubling()
     with pytest.raises(ScheduleError, match=r"parallel loop c0 carries the RAW dependence S0 -> S0 .*, e\.g\. \{ \[S0\[.*\] -> S0\[.*\]\] \}"):
-        schedule_scop(scop, ScheduleRecipe(tile_order=(1, 0), parallel=True))
-    illegal = schedule_scop(scop, ScheduleRecipe(tile_order=(1, 0), parallel=True), check=False)
+        schedule_scop(scop, CpuRecipe(tile_order=(1, 0), parallel=True))
+    illegal = schedule_scop(scop, CpuRecipe(tile_order=(1, 0), parallel=True), check=False)
     assert any("parallel loop" in v for v in violations(scop, build_ast(illegal.schedule)))
-    legal = schedule_scop(scop, ScheduleRecipe(parallel=True))  # d0 carries nothing
+    legal = schedule_scop(scop, CpuRecipe(parallel=True))  # d0 carries nothing
     assert violations(scop, build_ast(legal.schedule)) == []
     # d0 in one tile (no loop): the first loop is d1's, which carries the dependence
     with pytest.raises(ScheduleError, match="parallel loop c1 carries"):
-        schedule_scop(scop, ScheduleRecipe(tile_sizes=(3, 0), parallel=True))
+        schedule_scop(scop, CpuRecipe(tile_sizes=(3, 0), parallel=True))
 
 
 def test_copy_nests_distribute_each_part_they_are_cut_into(fused_matmul):
     """A packing copy whose last panel is partial is two loops under one parallel mark
     (isl's isolate option): both are distributed, and each is checked."""
     kernel = kernels_of(graph_matmul_bias_relu(37, 53, 29))[0]
-    recipe = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A0", "A1"), parallel=True)
+    recipe = CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A0", "A1"), parallel=True)
     scheduled = schedule_scop(kernel.scop, recipe)
     pieces = parallel_pieces(build_ast(scheduled.schedule))
     distributed = [piece.node.for_get_iterator().get_id().get_name() for piece in pieces if piece.distributed]
@@ -307,7 +308,7 @@ def test_copy_nests_distribute_each_part_they_are_cut_into(fused_matmul):
 
 def test_default_limits_are_the_conservative_ones(fused_matmul):
     assert TargetLimits() == AVX2_LIMITS
-    recipe = ScheduleRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 16))  # 14 ymm, 7 zmm
+    recipe = CpuRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 16))  # 14 ymm, 7 zmm
     validate_recipe(fused_matmul.scop, recipe)
     with pytest.raises(ScheduleError, match="register_tile_sizes"):
-        validate_recipe(fused_matmul.scop, ScheduleRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 16)), TargetLimits(4, 16))
+        validate_recipe(fused_matmul.scop, CpuRecipe(tile_sizes=(7, 16), register_tile_sizes=(7, 16)), TargetLimits(4, 16))

@@ -9,7 +9,7 @@ from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, build_schedule
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 
@@ -47,16 +47,16 @@ def test_structure_of_matmul():
 
 
 def test_default_recipe_is_program_order():
-    assert build_ast(build_schedule(matmul_scop(), ScheduleRecipe())).to_C_str() == GOLDEN_DEFAULT
+    assert build_ast(build_schedule(matmul_scop(), CpuRecipe())).to_C_str() == GOLDEN_DEFAULT
 
 
 def test_tiled_recipe_moves_point_loops_inside_the_sequence():
-    recipe = ScheduleRecipe(tile_sizes=(0, 2), point_order=("d0", "r0", "d1"))
+    recipe = CpuRecipe(tile_sizes=(0, 2), point_order=("d0", "r0", "d1"))
     assert build_ast(build_schedule(matmul_scop(), recipe)).to_C_str() == GOLDEN_TILED
 
 
 def test_recipe_json_replay_gives_the_same_tree():
-    recipe = ScheduleRecipe(tile_sizes=(2, 4), tile_order=(1, 0), reduction_tile_sizes=(2,), point_order=("r0", "d0", "d1"), vector_width=8, unroll=2, parallel=True)
+    recipe = CpuRecipe(tile_sizes=(2, 4), tile_order=(1, 0), reduction_tile_sizes=(2,), point_order=("r0", "d0", "d1"), vector_width=8, unroll=2, parallel=True)
     replayed = ScheduleRecipe.from_json(recipe.to_json())
     assert replayed == recipe
     assert str(build_schedule(matmul_scop(), replayed)) == str(build_schedule(matmul_scop(), recipe))
@@ -65,11 +65,11 @@ def test_recipe_json_replay_gives_the_same_tree():
 @pytest.mark.parametrize(
     "recipe, message",
     [
-        (ScheduleRecipe(tile_sizes=(2,)), r"tile_sizes = \[2\] is invalid; allowed: 2 entries"),
-        (ScheduleRecipe(tile_order=(0, 0)), r"tile_order = \[0, 0\] is invalid; allowed: a permutation"),
-        (ScheduleRecipe(point_order=("d0", "d1")), "point_order .* allowed: a permutation"),
-        (ScheduleRecipe(reduction_tile_sizes=(2, 2)), "reduction_tile_sizes"),
-        (ScheduleRecipe(tile_sizes=(-1, 0)), r"tile_sizes = \[-1, 0\] is invalid; allowed: 0 to 3"),
+        (CpuRecipe(tile_sizes=(2,)), r"tile_sizes = \[2\] is invalid; allowed: 2 entries"),
+        (CpuRecipe(tile_order=(0, 0)), r"tile_order = \[0, 0\] is invalid; allowed: a permutation"),
+        (CpuRecipe(point_order=("d0", "d1")), "point_order .* allowed: a permutation"),
+        (CpuRecipe(reduction_tile_sizes=(2, 2)), "reduction_tile_sizes"),
+        (CpuRecipe(tile_sizes=(-1, 0)), r"tile_sizes = \[-1, 0\] is invalid; allowed: 0 to 3"),
     ],
 )
 def test_malformed_recipes_raise_schedule_error(recipe, message):
@@ -94,12 +94,12 @@ def two_reduction_scop() -> Scop:
 
 def test_reordering_a_reduction_is_rejected_and_names_the_dependence():
     with pytest.raises(ScheduleError, match=r"reverses the (RAW|WAR|WAW) dependence S1 -> S1"):
-        build_schedule(two_reduction_scop(), ScheduleRecipe(point_order=("d0", "r1", "r0")))
+        build_schedule(two_reduction_scop(), CpuRecipe(point_order=("d0", "r1", "r0")))
 
 
 def test_tiling_an_inner_reduction_is_rejected():
     with pytest.raises(ScheduleError, match="dependence S1 -> S1"):
-        build_schedule(two_reduction_scop(), ScheduleRecipe(reduction_tile_sizes=(0, 2)))
+        build_schedule(two_reduction_scop(), CpuRecipe(reduction_tile_sizes=(0, 2)))
 
 
 def test_init_after_update_is_rejected():
@@ -107,8 +107,8 @@ def test_init_after_update_is_rejected():
     reversed_scop = Scop(scop.name, scop.statements[::-1], scop.arrays)
     # program order is now "update then init": moving the init first must be illegal;
     # the builder keeps program order, so the legal schedule is built and verified
-    build_schedule(reversed_scop, ScheduleRecipe())
+    build_schedule(reversed_scop, CpuRecipe())
     from polytf.schedules.legality import check_legality
 
     with pytest.raises(ScheduleError, match="dependence"):
-        check_legality(reversed_scop, build_schedule(scop, ScheduleRecipe(), check=False))
+        check_legality(reversed_scop, build_schedule(scop, CpuRecipe(), check=False))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from roundtrip import ILLEGAL, INVALID, LEGAL, TARGET, outputs_of, roundtrip
 
 from polytf.schedules.builder import build_schedule
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 
@@ -42,7 +42,7 @@ def test_search_space_recipes_are_legal_and_correct(small_kernels, graph_name, d
         recipe = space.recipe(params)
         result = roundtrip(kernel, recipe, threads)
         assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
-        outputs, identity = outputs_of(kernel, recipe, threads), outputs_of(kernel, ScheduleRecipe(), 1)
+        outputs, identity = outputs_of(kernel, recipe, threads), outputs_of(kernel, CpuRecipe(), 1)
         for name in outputs:
             np.testing.assert_allclose(outputs[name], identity[name], rtol=1e-4, atol=1e-5 * (np.abs(identity[name]).max() + 1e-6))
 
@@ -52,7 +52,7 @@ def arbitrary_recipes(draw, scop):
     depth = shared_band_depth(scop)
     anchor = anchor_statement(scop)
     extents = anchor.extents
-    return ScheduleRecipe(
+    return CpuRecipe(
         tile_sizes=tuple(draw(st.integers(0, extents[k] + 1)) for k in range(depth)),
         tile_order=tuple(draw(st.permutations(range(depth)))),
         reduction_tile_sizes=tuple(draw(st.integers(0, 4)) for _ in anchor.reduction_iterators),

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from polytf.errors import CacheError, CacheWarning
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.storage.cache import CacheKey, KernelCache, TuningRecord, default_cache_dir
 
 
@@ -19,7 +19,7 @@ def key(**changes):
     return CacheKey(**base)
 
 
-def record(recipe=ScheduleRecipe(tile_sizes=(4, 8), vector_width=8)):
+def record(recipe=CpuRecipe(tile_sizes=(4, 8), vector_width=8)):
     return TuningRecord(key={}, kernel="k0", ops=("MatMul", "Relu"), recipe=recipe.to_dict(), default_latency_s=2e-3, best_latency_s=1e-3, trials=20, failed_trials=1)
 
 
@@ -31,7 +31,7 @@ def test_round_trip(tmp_path):
     loaded = cache.load(key())
     assert loaded == replace(record(), key=key().as_dict()), "save stores the record under its key"
     assert loaded.key["digest"] == key().digest() == path.stem
-    assert loaded.schedule_recipe == ScheduleRecipe(tile_sizes=(4, 8), vector_width=8)
+    assert loaded.schedule_recipe == CpuRecipe(tile_sizes=(4, 8), vector_width=8)
     assert loaded.speedup == pytest.approx(2.0)
     assert [r.kernel for r in cache.records()] == ["k0"]
     assert not list((tmp_path / "records").glob("*.tmp"))

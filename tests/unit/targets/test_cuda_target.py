@@ -15,15 +15,15 @@ from roundtrip import LEGAL, roundtrip
 
 from polytf.errors import CodegenError, CompileError
 from polytf.schedules.gpu_search_space import GpuSearchSpace
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe, GpuRecipe
 from polytf.schedules.structure import anchor_statement
-from polytf.schedules.validation import TargetLimits
+from polytf.schedules.target_limits import TargetLimits
 from polytf.targets.cuda import CudaKernel, CudaTarget, ptx_compute_capability
 from polytf.targets.ptxas import assemble, find_ptxas
 
 ARCHITECTURES = ("sm_80", "sm_90")
 needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed (pip install nvidia-cuda-nvcc, polytf's test extra)")
-STAGED = ScheduleRecipe(gpu=True, tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"), point_order=("r0", "d0", "d1"))
+STAGED = GpuRecipe(tile_sizes=(16, 32), thread_tile_sizes=(2, 4), reduction_tile_sizes=(8,), shared_memory=("A0", "A1"), point_order=("r0", "d0", "d1"))
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +92,11 @@ def test_launch_of_the_compiled_kernel(targets, matmul):
     "recipe",
     [
         STAGED,
-        ScheduleRecipe(gpu=True, tile_sizes=(8, 8), thread_tile_sizes=(1, 1)),
-        ScheduleRecipe(gpu=True, tile_sizes=(36, 0), thread_tile_sizes=(4, 35), reduction_tile_sizes=(16,), shared_memory=("A1",)),
+        GpuRecipe(tile_sizes=(8, 8), thread_tile_sizes=(1, 1)),
+        GpuRecipe(tile_sizes=(36, 0), thread_tile_sizes=(4, 35), reduction_tile_sizes=(16,), shared_memory=("A1",)),
         # extent 37 = 4 x 9 + 1: the last block holds one row, where isl drops the thread loop
-        ScheduleRecipe(gpu=True, tile_sizes=(4, 8), thread_tile_sizes=(4, 4), reduction_tile_sizes=(32,), shared_memory=("A1", "A0")),
-        ScheduleRecipe(gpu=True, tile_sizes=(36, 8), thread_tile_sizes=(1, 8), reduction_tile_sizes=(16,), shared_memory=("A0",)),
+        GpuRecipe(tile_sizes=(4, 8), thread_tile_sizes=(4, 4), reduction_tile_sizes=(32,), shared_memory=("A1", "A0")),
+        GpuRecipe(tile_sizes=(36, 8), thread_tile_sizes=(1, 8), reduction_tile_sizes=(16,), shared_memory=("A0",)),
     ],
     ids=lambda r: r.describe(),
 )
@@ -132,7 +132,7 @@ def test_compute_capability_is_checked_before_llvm_sees_it():
 
 def test_a_cpu_recipe_is_refused_by_the_cuda_target(targets, matmul):
     with pytest.raises(CodegenError, match="needs a GPU recipe"):
-        targets["sm_80"].compile(matmul.scop, ScheduleRecipe())
+        targets["sm_80"].compile(matmul.scop, CpuRecipe())
 
 
 def test_fingerprint_names_the_compute_capability(targets):
@@ -169,10 +169,10 @@ def batched_conv():
     "recipe",
     [
         # batch and rows folded into the grid's z, 2 x 3 of them per block
-        ScheduleRecipe(gpu=True, tile_sizes=(2, 3, 4, 4), thread_tile_sizes=(0, 0, 2, 2), reduction_tile_sizes=(1, 0, 0), shared_memory=("A1",)),
+        GpuRecipe(tile_sizes=(2, 3, 4, 4), thread_tile_sizes=(0, 0, 2, 2), reduction_tile_sizes=(1, 0, 0), shared_memory=("A1",)),
         # zero-padding and im2col copies: launches of their own before the kernel's
-        ScheduleRecipe(gpu=True, tile_sizes=(2, 3, 4, 4), thread_tile_sizes=(0, 0, 2, 2), reduction_tile_sizes=(1, 0, 0), shared_memory=("A1",), pad=True),
-        ScheduleRecipe(gpu=True, tile_sizes=(1, 1, 0, 0), thread_tile_sizes=(0, 0, 1, 3), algorithm="im2col"),
+        GpuRecipe(tile_sizes=(2, 3, 4, 4), thread_tile_sizes=(0, 0, 2, 2), reduction_tile_sizes=(1, 0, 0), shared_memory=("A1",), pad=True),
+        GpuRecipe(tile_sizes=(1, 1, 0, 0), thread_tile_sizes=(0, 0, 1, 3), algorithm="im2col"),
     ],
     ids=lambda r: r.describe(),
 )
@@ -183,7 +183,7 @@ def test_batched_convolution_on_cpu_threads_and_in_the_loop_form(batched_conv, r
 
 
 def test_copies_of_a_recipe_are_launches_of_their_own(targets, batched_conv):
-    kernel = targets["sm_90"].compile(batched_conv.scop, ScheduleRecipe(gpu=True, tile_sizes=(1, 1, 0, 0), thread_tile_sizes=(0, 0, 1, 3), pad=True))
+    kernel = targets["sm_90"].compile(batched_conv.scop, GpuRecipe(tile_sizes=(1, 1, 0, 0), thread_tile_sizes=(0, 0, 1, 3), pad=True))
     names = [name for name, _ in kernel.launches]
     assert names == ["k0_conv_copy0", "k0_conv_copy1", "k0_conv"]  # the halo's zeros, the interior, the convolution
     assert all(f".entry {name}(" in kernel.ptx for name in names)

@@ -175,7 +175,7 @@ def test_microkernel_emits_vector_math_in_its_body():
     from polytf.poly.interpreter import interpret
     from polytf.poly.scop import ArrayInfo, Scop
     from polytf.poly.statement import Statement
-    from polytf.schedules.recipe import ScheduleRecipe
+    from polytf.schedules.recipe import CpuRecipe
 
     m, k, n = 6, 5, 16
     c = Access.of("C", "d0", "d1")
@@ -189,7 +189,7 @@ def test_microkernel_emits_vector_math_in_its_body():
     )
     arrays = (ArrayInfo("A", (m, k), "float32", "input"), ArrayInfo("B", (k, n), "float32", "input"), ArrayInfo("C", (m, n), "float32", "output"))
     scop = Scop("math_microkernel", statements, arrays)
-    recipe = ScheduleRecipe(tile_sizes=(m, n), register_tile_sizes=(m, n), vector_width=WIDTH)
+    recipe = CpuRecipe(tile_sizes=(m, n), register_tile_sizes=(m, n), vector_width=WIDTH)
     text = TARGET.emit_llvm_ir(scop, recipe)
     for name in ("erfc", "sigmoid", "tanh", "exp", "erf"):
         assert f"polytf.{name}.v{WIDTH}f32" in text, name

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from roundtrip import LEGAL, roundtrip
 
 from polytf.errors import ScheduleError
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.schedules.structure import shared_band_depth
-from polytf.schedules.validation import TargetLimits
+from polytf.schedules.target_limits import TargetLimits
 from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
@@ -31,7 +31,7 @@ def _verify(kernel, recipe, threads=2):
 
 def test_full_tiles_use_vector_fma_and_no_fallback_check():
     kernel = kernels_of(graph_matmul_bias_relu(12, 9, 32))[0]
-    recipe = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A1",))
+    recipe = CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A1",))
     text = TARGET.emit_llvm_ir(kernel.scop, recipe)
     assert "<8 x float>" in text
     assert "accumulator" in text  # register slots, promoted by SROA
@@ -44,9 +44,9 @@ def test_partial_register_tiles_take_the_generic_path_and_stay_correct():
     # 13 rows = 2 tiles of 6 + 1 row; 21 columns = 16 + 5
     kernel = kernels_of(graph_matmul_bias_relu(13, 7, 21))[0]
     for recipe in [
-        ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A1",), parallel=True),
-        ScheduleRecipe(tile_sizes=(6, 16), register_tile_sizes=(6, 16), pack=("A0", "A1"), reduction_tile_sizes=(4,)),
-        ScheduleRecipe(tile_sizes=(4, 8), register_tile_sizes=(0, 8), vector_width=4),
+        CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A1",), parallel=True),
+        CpuRecipe(tile_sizes=(6, 16), register_tile_sizes=(6, 16), pack=("A0", "A1"), reduction_tile_sizes=(4,)),
+        CpuRecipe(tile_sizes=(4, 8), register_tile_sizes=(0, 8), vector_width=4),
     ]:
         assert _verify(kernel, recipe) is None, recipe
 
@@ -56,7 +56,7 @@ def test_tiles_cut_short_in_the_vector_dimension_run_masked(columns):
     # 16 + 1, 16 + 5, 16 + 8, 16 + 13 columns: one or two masked vectors of 8 lanes
     kernel = kernels_of(graph_matmul_bias_relu(12, 9, columns))[0]
     for pack in [("A1",), ()]:
-        recipe = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=pack, parallel=True)
+        recipe = CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=pack, parallel=True)
         text = TARGET.emit_llvm_ir(kernel.scop, recipe)
         assert "llvm.masked.load.v8f32" in text and "llvm.masked.store.v8f32" in text
         assert _verify(kernel, recipe) is None, recipe
@@ -67,7 +67,7 @@ def test_tiles_cut_short_in_rows_get_unrolled_row_variants(rows, columns):
     # 13 = 6 + 6 + 1, 14 = 6 + 6 + 2, 9 = 6 + 3 rows (and 21 = 16 + 5 masked columns): the last
     # tile runs a micro-kernel with that many rows, not the generic loops
     kernel = kernels_of(graph_matmul_bias_relu(rows, 9, columns))[0]
-    recipe = ScheduleRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A1",), parallel=True)
+    recipe = CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A1",), parallel=True)
     text = TARGET.emit_llvm_ir(kernel.scop, recipe)
     # the full tile (6 rows of 2 vectors) and one with the rows - 6 * (rows // 6) rows left
     assert text.count("= alloca <8 x float>") >= 2 * (6 + rows % 6)
@@ -78,7 +78,7 @@ def test_convolution_micro_kernel_with_padding_and_im2col():
     kernel = kernels_of(graph_conv_bias_relu(8, 8, 3, 16, stride=1))[0]
     base = dict(tile_sizes=(1, 2, 8, 16), tile_order=(1, 0, 2, 3), register_tile_sizes=(0, 0, 4, 16), parallel=True)
     for extra in [{"pad": True, "pack": ("A1",)}, {"algorithm": "im2col", "pack": ("A1",)}, {}]:
-        assert _verify(kernel, ScheduleRecipe(**base, **extra)) is None, extra
+        assert _verify(kernel, CpuRecipe(**base, **extra)) is None, extra
 
 
 def test_max_reduction_micro_kernel():
@@ -86,7 +86,7 @@ def test_max_reduction_micro_kernel():
     depth = shared_band_depth(kernel.scop)
     tiles = (0,) * (depth - 2) + (4, 16)
     registers = (0,) * (depth - 2) + (2, 8)
-    assert _verify(kernel, ScheduleRecipe(tile_sizes=tiles, register_tile_sizes=registers)) is None
+    assert _verify(kernel, CpuRecipe(tile_sizes=tiles, register_tile_sizes=registers)) is None
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -104,7 +104,7 @@ def test_max_reduction_micro_kernel():
 def test_random_register_tiles_are_rejected_or_correct(m, n, k, register, multiple, pack, reduction_tile, width, parallel):
     kernel = kernels_of(graph_matmul_bias_relu(m, k, n))[0]
     tiles = (max(register[0], 1) * multiple[0], register[1] * multiple[1])
-    recipe = ScheduleRecipe(
+    recipe = CpuRecipe(
         tile_sizes=tiles, register_tile_sizes=register, pack=pack, reduction_tile_sizes=(reduction_tile,), vector_width=width, parallel=parallel
     )
     try:
@@ -126,7 +126,7 @@ def test_a_register_loop_that_isl_drops_is_not_mistaken_for_another():
     # one row: isl emits no loop for the d0 register tile, so the loops under the mark are
     # r0 and d1; the emitter must not take r0 for the d0 register loop
     kernel = kernels_of(graph_matmul_bias_relu(1, 2, 4))[0]
-    assert _verify(kernel, ScheduleRecipe(tile_sizes=(1, 4), register_tile_sizes=(1, 4))) is None
+    assert _verify(kernel, CpuRecipe(tile_sizes=(1, 4), register_tile_sizes=(1, 4))) is None
 
 
 def test_row_bound_that_depends_on_a_reduction_iterator_takes_the_generic_path():
@@ -135,5 +135,5 @@ def test_row_bound_that_depends_on_a_reduction_iterator_takes_the_generic_path()
     # is bounded by min(6*c + 5, (15 - r1)/2), a function of the filter-column iterator r1
     # (MobileNetV2's first layer, 224 -> 112, had "AST uses unknown identifier").
     kernel = kernels_of(graph_conv_bias_relu(16, 16, 3, 32, stride=2))[0]
-    recipe = ScheduleRecipe(tile_sizes=(0, 0, 12, 32), register_tile_sizes=(0, 0, 6, 16), pack=("A1",), parallel=True)
+    recipe = CpuRecipe(tile_sizes=(0, 0, 12, 32), register_tile_sizes=(0, 0, 6, 16), pack=("A1",), parallel=True)
     assert _verify(kernel, recipe) is None

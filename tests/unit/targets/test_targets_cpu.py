@@ -11,7 +11,7 @@ from polytf.errors import CodegenError
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.builder import build_ast, build_schedule
-from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.recipe import CpuRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.targets.cpu import CpuTarget, openmp_available
 from polytf.targets.llvm_codegen import KernelModuleBuilder
@@ -30,18 +30,18 @@ def test_fingerprint_names_the_host_cpu_and_features():
 
 def test_loop_hints_reach_the_ir(small_kernels):
     kernel = small_kernels("matmul_bias_relu")[0]
-    recipe = ScheduleRecipe(tile_sizes=(0, 8), point_order=("d0", "r0", "d1"), vector_width=8, unroll=4)
+    recipe = CpuRecipe(tile_sizes=(0, 8), point_order=("d0", "r0", "d1"), vector_width=8, unroll=4)
     text = TARGET.emit_llvm_ir(kernel.scop, recipe)
     assert '"llvm.loop.vectorize.width", i32 8' in text
     assert '"llvm.loop.unroll.count", i32 4' in text
     assert "noalias" in text
-    off = TARGET.emit_llvm_ir(kernel.scop, ScheduleRecipe(vector_width=1, unroll=1))
+    off = TARGET.emit_llvm_ir(kernel.scop, CpuRecipe(vector_width=1, unroll=1))
     assert '"llvm.loop.vectorize.width", i32 1' in off and "llvm.loop.unroll.disable" in off
 
 
 def test_vectorised_recipe_emits_vector_instructions(small_kernels):
     kernel = small_kernels("matmul_bias_relu")[0]
-    recipe = ScheduleRecipe(tile_sizes=(0, 11), point_order=("d0", "r0", "d1"), vector_width=8)
+    recipe = CpuRecipe(tile_sizes=(0, 11), point_order=("d0", "r0", "d1"), vector_width=8)
     assembly = TARGET.assembly(kernel.scop, recipe)
     assert "ymm" in assembly or "zmm" in assembly
 
@@ -50,9 +50,9 @@ def test_fast_math_flags_follow_the_config(small_kernels):
     from polytf.config import CodegenConfig
 
     kernel = small_kernels("matmul_bias_relu")[0]
-    assert "fadd fast" in TARGET.emit_llvm_ir(kernel.scop, ScheduleRecipe())
+    assert "fadd fast" in TARGET.emit_llvm_ir(kernel.scop, CpuRecipe())
     strict = CpuTarget(CodegenConfig(fast_math=False))
-    assert "fadd fast" not in strict.emit_llvm_ir(kernel.scop, ScheduleRecipe())
+    assert "fadd fast" not in strict.emit_llvm_ir(kernel.scop, CpuRecipe())
 
 
 @pytest.mark.skipif(not openmp_available(), reason="libgomp not available")
@@ -79,4 +79,4 @@ def test_arrays_of_other_dtypes_are_a_codegen_error(small_kernels):
     arrays = tuple(ArrayInfo(a.name, a.shape, "float64" if i == 0 else a.dtype, a.role) for i, a in enumerate(kernel.scop.arrays))
     scop = Scop(kernel.scop.name, kernel.scop.statements, arrays)
     with pytest.raises(CodegenError, match="float64; generated code handles float32, int32, int64, bool"):
-        KernelModuleBuilder(scop, build_ast(build_schedule(scop, ScheduleRecipe())))
+        KernelModuleBuilder(scop, build_ast(build_schedule(scop, CpuRecipe())))

@@ -1,6 +1,6 @@
 """Device backends: the operations a CUDA model needs from a device, behind one interface.
 
-:class:`~polytf.runtime.cuda.cuda_model.CudaModel` and the CUDA tuning worker never call CuPy
+:class:`~polytf.runtime.cuda.model.CudaModel` and the CUDA tuning worker never call CuPy
 themselves; they allocate, copy, launch and time through a :class:`DeviceBackend`:
 
 ==================  ==================================================================
@@ -14,7 +14,7 @@ fence / wait        ``cupy.cuda.Event.record`` / ``Stream.wait_event``
 elapsed_s           a ``cupy.cuda.Event`` pair, ``cupy.cuda.get_elapsed_time``
 ==================  ==================================================================
 
-:class:`polytf.runtime.cuda.emulated_device.EmulatedDevice` implements the same interface on
+:class:`polytf.runtime.cuda.emulation.EmulatedDevice` implements the same interface on
 the CPU (numpy buffers; kernels compiled from the same Scop and GPU recipe with the CPU
 target), so that every line of the model runtime runs in the default test suite.
 
@@ -105,7 +105,7 @@ class DeviceBackend(abc.ABC):
     @abc.abstractmethod
     def run_kernel(self, kernel: Any, buffers: Sequence[Any]) -> None:
         """Launch ``kernel`` on ``buffers`` (``kernel.arrays`` order), asynchronously.
-        Called only by :class:`~polytf.runtime.cuda.device_arguments.DeviceArguments`, after it
+        Called only by :class:`~polytf.runtime.cuda.argument_table.CudaArgumentTable`, after it
         has checked every buffer."""
 
     @abc.abstractmethod

@@ -1,13 +1,13 @@
 """A device emulated on the CPU: the CUDA runtime without a GPU.
 
-:class:`EmulatedDevice` implements :class:`~polytf.runtime.cuda.device_backend.DeviceBackend`
+:class:`EmulatedDevice` implements :class:`~polytf.runtime.cuda.backend.DeviceBackend`
 with host memory: its buffers are :class:`EmulatedDeviceArray` (numpy arrays of a subclass,
 so that "the caller gave device arrays" can be told from "the caller gave numpy arrays"),
 and a launch runs the kernel's Scop, scheduled with the same GPU recipe, compiled for the
 host by :class:`~polytf.targets.cpu.CpuTarget`: the blocks and threads of the grid become
 plain loops, barriers become nothing, shared-memory tiles become scratch arrays
 (:mod:`polytf.schedules.gpu_mapping`). The results are those of the GPU kernel up to
-floating-point reassociation, so a :class:`~polytf.runtime.cuda.cuda_model.CudaModel` on this
+floating-point reassociation, so a :class:`~polytf.runtime.cuda.model.CudaModel` on this
 backend checks the model runtime (bindings, constants, host steps, views, outputs) and
 the GPU mapping on any machine.
 
@@ -28,7 +28,9 @@ import numpy as np
 
 from polytf.plan.buffers import aligned_empty
 from polytf.runtime.cpu.argument_table import ArgumentTable
-from polytf.runtime.cuda.device_backend import BUFFER_ALIGNMENT, DeviceBackend
+from polytf.runtime.cuda.backend import BUFFER_ALIGNMENT, DeviceBackend
+from polytf.targets.cpu import CpuTarget
+from polytf.targets.kernel import Kernel
 
 __all__ = ["EmulatedDevice", "EmulatedDeviceArray"]
 
@@ -50,9 +52,7 @@ class EmulatedDevice(DeviceBackend):
 
     name = "emulated"
 
-    def __init__(self, target: Any = None) -> None:
-        from polytf.targets.cpu import CpuTarget
-
+    def __init__(self, target: CpuTarget | None = None) -> None:
         self.target = target or CpuTarget()
         self.counts: collections.Counter[str] = collections.Counter()
         self._compiled: dict[int, tuple[Any, Any]] = {}  # id(kernel) -> (kernel, its CPU build)
@@ -102,7 +102,7 @@ class EmulatedDevice(DeviceBackend):
             return value
         return self.duplicate(np.ascontiguousarray(value))
 
-    def cpu_kernel(self, kernel: Any) -> Any:
+    def cpu_kernel(self, kernel: Kernel) -> Kernel:
         """``kernel``'s Scop and GPU recipe compiled for the host (once per kernel object)."""
         with self._lock:
             entry = self._compiled.get(id(kernel))
@@ -111,7 +111,7 @@ class EmulatedDevice(DeviceBackend):
                 self._compiled[id(kernel)] = entry
         return entry[1]
 
-    def run_kernel(self, kernel: Any, buffers: Sequence[Any]) -> None:
+    def run_kernel(self, kernel: Kernel, buffers: Sequence[Any]) -> None:
         """Run the CPU build of ``kernel`` on ``buffers`` (``kernel.arrays`` order); its
         shared-memory tiles get fresh scratch arrays (one block's, reused by every block of
         the loop that stands for the grid)."""

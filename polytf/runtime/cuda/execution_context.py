@@ -1,9 +1,9 @@
-"""Device contexts: the device buffers of one call of a CUDA model.
+"""The CUDA execution context: one call's buffers in device memory
+(:mod:`polytf.runtime.execution_context`).
 
-The device counterpart of :mod:`polytf.runtime.cpu.execution_context`. A
-:class:`DeviceContext` owns one set of the buffers that live only during a call
+A :class:`CudaExecutionContext` owns one set of the buffers that live only during a call
 (intermediate tensors between steps, kernel temporaries) in device memory, and one
-checked argument list (:class:`~polytf.runtime.cuda.device_arguments.DeviceArguments`) per
+checked argument table (:class:`~polytf.runtime.cuda.argument_table.CudaArgumentTable`) per
 kernel; the model's constants are shared device buffers, uploaded once. A call takes a
 context from a :class:`~polytf.runtime.context_pool.ContextPool`, binds the inputs
 and fresh outputs, and queues every kernel on the current stream.
@@ -27,16 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, HostPlan, KernelPlan, SlotBinding
-from polytf.runtime.cuda.device_arguments import DeviceArguments
-from polytf.runtime.cuda.device_backend import DeviceBackend
+from polytf.plan.bindings import CONSTANT, INPUT, PRIVATE, HostPlan, KernelPlan, SlotBinding
+from polytf.runtime.cuda.argument_table import CudaArgumentTable
+from polytf.runtime.cuda.backend import DeviceBackend
+from polytf.runtime.execution_context import ExecutionContext
 from polytf.runtime.index_checks import check_indices
 
-__all__ = ["DeviceContext"]
+__all__ = ["CudaExecutionContext"]
 
 
-class DeviceContext:
-    """Device buffers and argument lists for one call at a time.
+class CudaExecutionContext(ExecutionContext):
+    """Device buffers and argument tables for one call at a time.
 
     Args:
         plans: the model's kernels and host steps, execution order
@@ -59,43 +60,23 @@ class DeviceContext:
         backend: DeviceBackend,
     ) -> None:
         self.backend = backend
-        self._constants = constants
         self._host_constants = host_constants
-        self._intermediates = {storage: backend.allocate(shape, dtype) for storage, (shape, dtype) in intermediate_types.items()}
-        self._arguments: list[DeviceArguments] = []
-        #: per argument list, the (slot, binding) pairs bound on each call
-        self._per_call: list[list[tuple[int, SlotBinding]]] = []
-        self._steps: list[DeviceArguments | HostPlan] = []
-        self._index_checks: dict[int, list[tuple[int, int, str]]] = {}
-        self._inputs: Mapping[str, Any] = {}
         self._host_inputs: Mapping[str, np.ndarray] = {}
-        self._outputs: Mapping[str, Any] = {}
         #: what the next call waits for before it writes this context's buffers
         self.fence: Any = None
-        for plan in plans:
-            if isinstance(plan, HostPlan):
-                self._steps.append(plan)
-                continue
-            arguments = DeviceArguments(plan.kernel, backend)
-            per_call = []
-            for slot, binding in enumerate(plan.bindings):
-                if binding.kind == CONSTANT:
-                    arguments.bind(slot, constants[binding.key])
-                elif binding.kind == INTERMEDIATE:
-                    arguments.bind(slot, self._intermediates[binding.key])
-                elif binding.kind in (INPUT, OUTPUT):
-                    per_call.append((slot, binding))
-                else:  # PRIVATE: a kernel temporary, this context's own
-                    info = plan.kernel.arrays[slot]
-                    arguments.bind(slot, backend.allocate(info.shape, info.dtype, zeroed=info.role == "scratch"))
-            if plan.index_checks:
-                self._index_checks[id(arguments)] = [(arguments.slot(array), extent, node) for array, extent, node in plan.index_checks]
-            self._arguments.append(arguments)
-            self._per_call.append(per_call)
-            self._steps.append(arguments)
+        super().__init__(plans, constants, {storage: backend.allocate(shape, dtype) for storage, (shape, dtype) in intermediate_types.items()})
+
+    def _new_table(self, plan: KernelPlan) -> CudaArgumentTable:
+        return CudaArgumentTable(plan.kernel, self.backend)
+
+    def _allocate_private(self, table: CudaArgumentTable, plan: KernelPlan) -> None:
+        for slot, binding in enumerate(plan.bindings):
+            if binding.kind == PRIVATE:  # a kernel temporary, this context's own
+                info = plan.kernel.arrays[slot]
+                table.bind(slot, self.backend.allocate(info.shape, info.dtype, zeroed=info.role == "scratch"))
 
     def bind(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any], host_inputs: Mapping[str, np.ndarray] | None = None) -> None:
-        """Point the per-call slots at the call's buffers (each checked by DeviceArguments.bind).
+        """Point the per-call slots at the call's buffers (each checked by CudaArgumentTable.bind).
 
         Args:
             inputs: placeholder name -> its device buffer.
@@ -103,36 +84,29 @@ class DeviceContext:
             host_inputs: placeholder name -> the caller's host array, for inputs given on
                 the host (host steps read those instead of downloading them again).
         """
-        for arguments, per_call in zip(self._arguments, self._per_call):
-            for slot, binding in per_call:
-                arguments.bind(slot, (inputs if binding.kind == INPUT else outputs)[binding.key])
-        self._inputs, self._outputs, self._host_inputs = inputs, outputs, host_inputs or {}
+        super().bind(inputs, outputs)
+        self._host_inputs = host_inputs or {}
+
+    def unbind(self) -> None:
+        super().unbind()
+        self._host_inputs = {}
 
     def run(self) -> None:
         """Queue every kernel (and run every host step) once, in order, on the bound buffers."""
-        for step in self._steps:
+        for step in self.steps:
             if isinstance(step, HostPlan):
                 self._run_host(step)
                 continue
-            for slot, extent, node in self._index_checks.get(id(step), ()):
+            for slot, extent, node in self.index_checks(step):
                 check_indices(self.backend.download(step.array(slot)), extent, node)
             step.launch()
-
-    def _buffer(self, binding: SlotBinding) -> Any:
-        if binding.kind == CONSTANT:
-            return self._constants[binding.key]
-        if binding.kind == INPUT:
-            return self._inputs[binding.key]
-        if binding.kind == OUTPUT:
-            return self._outputs[binding.key]
-        return self._intermediates[binding.key]
 
     def _host_value(self, binding: SlotBinding) -> np.ndarray:
         if binding.kind == CONSTANT:
             return self._host_constants[binding.key]
         if binding.kind == INPUT and binding.key in self._host_inputs:
             return self._host_inputs[binding.key]
-        return self.backend.download(self._buffer(binding))
+        return self.backend.download(self.buffer(binding))
 
     def _run_host(self, plan: HostPlan) -> None:
         sources = dict(zip(plan.step.inputs, plan.sources))
@@ -140,18 +114,11 @@ class DeviceContext:
         staging = {tensor: np.empty(types[tensor][0], dtype=types[tensor][1]) for tensor, _ in plan.destinations}
         plan.step.run(lambda tensor: self._host_value(sources[tensor]), staging)
         for tensor, binding in plan.destinations:
-            self.backend.upload_into(self._buffer(binding), staging[tensor])
+            self.backend.upload_into(self.buffer(binding), staging[tensor])
 
     def kernel_latencies(self, repeats: int, warmup: int = 1) -> list[list[float]]:
         """Per kernel (execution order), the device seconds of each of ``repeats`` launches of
         that kernel alone on the bound buffers, after ``warmup`` runs of the whole sequence."""
         for _ in range(warmup):
             self.run()
-        return [[self.backend.elapsed_s(arguments.launch) for _ in range(repeats)] for arguments in self._arguments]
-
-    def unbind(self) -> None:
-        """Forget the caller's buffers (a pooled context must not keep them alive)."""
-        for arguments, per_call in zip(self._arguments, self._per_call):
-            for slot, _ in per_call:
-                arguments.unbind(slot)
-        self._inputs, self._outputs, self._host_inputs = {}, {}, {}
+        return [[self.backend.elapsed_s(table.launch) for _ in range(repeats)] for table in self.tables]

@@ -12,12 +12,13 @@ from hand_built_graphs import GRAPHS, kernels_of
 from polytf.autotune.isolation import CandidateEvaluator
 from polytf.autotune.model_tuner import tune_model
 from polytf.autotune.tuner import KernelTuning
-from polytf.compiler.target_selection import cuda_unavailable_reason
+from polytf.compiler.backends import cuda_unavailable_reason
 from polytf.config import MeasurementConfig
 from polytf.errors import DependencyMissingError, TuningError
 from polytf.runtime.cpu.kernel_bench import reference_data
-from polytf.runtime.cuda.emulated_device import EmulatedDevice
-from polytf.runtime.cuda.kernel_bench import DeviceKernelBench
+from polytf.runtime.cuda.emulation import EmulatedDevice
+from polytf.runtime.cuda.kernel_bench import CudaKernelBench
+from polytf.schedules.recipe import GpuRecipe
 from polytf.targets.cuda import CudaTarget
 
 CONFIG = MeasurementConfig(warmup_runs=1, repeats=3, min_repeat_s=0.0)
@@ -29,7 +30,7 @@ def bench_and_kernel(graph_name: str, device: EmulatedDevice):
     (kernel,) = kernels_of(GRAPHS[graph_name]())
     inputs, expected = reference_data(kernel, seed=1)
     compiled = TARGET.compile(kernel.scop, TARGET.search_space(kernel.scop).default_recipe())
-    return DeviceKernelBench(kernel.scop, inputs, expected, device), compiled
+    return CudaKernelBench(kernel.scop, inputs, expected, device), compiled
 
 
 @pytest.mark.parametrize("graph_name", ["matmul_bias_relu", "conv_same_stride2", "softmax", "broadcast_chain"])
@@ -75,7 +76,7 @@ def test_the_tuner_sends_the_target_name_to_its_worker():
     (kernel,) = kernels_of(GRAPHS["matmul_bias_relu"]())
     with KernelTuning(kernel, TARGET, threads=1) as tuning:
         assert tuning._isolated.target_name == "cuda"
-        assert tuning.space.default_recipe().gpu
+        assert isinstance(tuning.space.default_recipe(), GpuRecipe)
 
 
 @pytest.mark.skipif(cuda_unavailable_reason() is None, reason="this machine has CuPy and a GPU")

@@ -1,17 +1,17 @@
-"""DeviceArguments: the one place where device buffers are handed to a GPU kernel.
+"""CudaArgumentTable: the one place where device buffers are handed to a GPU kernel.
 
-The device counterpart of :class:`~polytf.runtime.cpu.argument_table.ArgumentTable`. A GPU
+The CUDA twin of :class:`~polytf.runtime.cpu.argument_table.ArgumentTable`. A GPU
 kernel (:class:`polytf.targets.cuda.CudaKernel`) takes one global-memory pointer per
 entry of ``kernel.arrays`` (its shared-memory tiles are not arguments); buffer ``i`` must
 be a C-contiguous device array of ``arrays[i].dtype`` with at least
 ``kernel.argument_bytes[i]`` bytes, starting on a multiple of 16 bytes, since the kernel's accesses stay inside that
 (:func:`polytf.poly.access_bounds.required_bytes`) and nothing on the device checks them.
-Every buffer is checked when it is bound (:meth:`DeviceArguments.bind`), and
-:meth:`DeviceArguments.launch` refuses to launch while a slot is unbound. The arguments
-keep a reference to each bound buffer, so none is freed while a launch may use it.
+Every buffer is checked when it is bound (:meth:`CudaArgumentTable.bind`), and
+:meth:`CudaArgumentTable.launch` refuses to launch while a slot is unbound. The table
+keeps a reference to each bound buffer, so none is freed while a launch may use it.
 
-Arguments are not shared between threads: each device context
-(:mod:`polytf.runtime.cuda.device_context`) and each tuning measurement has its own.
+Tables are not shared between threads: each execution context
+(:mod:`polytf.runtime.cuda.execution_context`) and each tuning measurement has its own.
 """
 
 from __future__ import annotations
@@ -21,21 +21,21 @@ from typing import Any
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.runtime.cuda.device_backend import BUFFER_ALIGNMENT, DeviceBackend
-from polytf.targets.cuda import buffer_address
+from polytf.runtime.cuda.backend import BUFFER_ALIGNMENT, DeviceBackend
+from polytf.targets.cuda import CudaKernel, buffer_address
 
-__all__ = ["DeviceArguments"]
+__all__ = ["CudaArgumentTable"]
 
 
-class DeviceArguments:
-    """The checked argument list of one GPU kernel.
+class CudaArgumentTable:
+    """The checked argument table of one GPU kernel.
 
     Args:
         kernel: the compiled kernel (``scop``, ``arrays``, ``argument_bytes``).
         backend: the device its buffers live on and its launches go to.
     """
 
-    def __init__(self, kernel: Any, backend: DeviceBackend) -> None:
+    def __init__(self, kernel: CudaKernel, backend: DeviceBackend) -> None:
         self.kernel = kernel
         self.backend = backend
         self._bound: list[Any] = [None] * len(kernel.arrays)

@@ -1,9 +1,10 @@
-"""CudaModel: a whole graph as a sequence of GPU kernel launches, every tensor on the device.
+"""CudaModel: a whole graph as a sequence of GPU kernel launches, every tensor on the device
+(the CUDA target's :class:`~polytf.runtime.model.Model`).
 
-Built once (:func:`build_cuda_model`): the kernels are compiled for the GPU
+Built once (:meth:`polytf.compiler.backends.CudaBackend.build_model`): the kernels are compiled for the GPU
 (:class:`polytf.targets.cuda.CudaTarget`), the graph's constants (weights) are uploaded to
-device memory once, and the first device context (intermediate tensors and kernel
-temporaries in device memory: :mod:`polytf.runtime.cuda.device_context`) is allocated and
+device memory once, and the first execution context (intermediate tensors and kernel
+temporaries in device memory: :mod:`polytf.runtime.cuda.execution_context`) is allocated and
 checked against the kernels. A call then
 
 1. checks the inputs: every placeholder given, each of its compiled shape and dtype
@@ -14,15 +15,15 @@ checked against the kernels. A call then
 3. returns the outputs: device arrays when an input was a device array (nothing is copied
    to the host), else numpy arrays (one download per output).
 
-The buffers and launches go through a :class:`~polytf.runtime.cuda.device_backend.DeviceBackend`:
-:class:`~polytf.runtime.cuda.device_backend.CupyBackend` on a GPU,
-:class:`~polytf.runtime.cuda.emulated_device.EmulatedDevice` on the CPU (tests).
+The buffers and launches go through a :class:`~polytf.runtime.cuda.backend.DeviceBackend`:
+:class:`~polytf.runtime.cuda.backend.CupyBackend` on a GPU,
+:class:`~polytf.runtime.cuda.emulation.EmulatedDevice` on the CPU (tests).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,41 +36,39 @@ from polytf.plan.binding_plan import output_key, plan_model
 from polytf.plan.bindings import HostPlan
 from polytf.plan.buffers import aligned_copy
 from polytf.runtime.context_pool import ContextPool
-from polytf.runtime.cuda.device_backend import DeviceBackend
-from polytf.runtime.cuda.device_context import DeviceContext
+from polytf.runtime.cuda.backend import DeviceBackend
+from polytf.runtime.cuda.execution_context import CudaExecutionContext
 from polytf.runtime.input_checks import check_input_names, check_input_shape, checked_input
+from polytf.runtime.model import Model
+from polytf.targets.cuda import CudaKernel
 
-__all__ = ["CudaModel", "build_cuda_model"]
+__all__ = ["CudaModel"]
 
 
-class CudaModel:
+class CudaModel(Model):
     """A callable model on a GPU: ``model(**{placeholder_name: array}) -> {output_name: array}``.
 
     Thread safety: a CudaModel may be called from several threads at once; each call runs
-    on its own device context (taken from a pool), constants are shared and only read.
+    on its own execution context (taken from a pool), constants are shared and only read.
 
     Args:
         graph: the typed graph the kernels were compiled from.
         kernels: ``(lowered kernel, compiled GPU kernel)`` pairs and host steps
-            (:class:`~polytf.lowering.host_fallback.HostStep`), execution order. A GPU
-            kernel has ``scop``, ``recipe``, ``arrays`` (its global-memory arguments) and
-            ``argument_bytes``, and is launched by the backend.
+            (:class:`~polytf.lowering.host_fallback.HostStep`), execution order; the
+            backend launches the kernels.
         backend: the device.
         source: the model's file, for messages (default: the graph's).
 
     Attributes:
-        input_types: placeholder name -> TensorType.
-        output_names: keys of the returned dictionary, in the graph's output order.
-        recipes: kernel name -> the (GPU) ScheduleRecipe it runs with.
-        host_nodes: the nodes that run on the host, with the reason.
-        tuned_kernels: names of the kernels compiled from a tuning record.
+        input_types, output_names, host_nodes, recipes, tuned_kernels: as a
+            :class:`~polytf.runtime.model.Model`'s (``recipes``: GpuRecipes).
 
     Raises:
         GraphError: a kernel reads a tensor that nothing provides (a polytf bug).
         ShapeError: a buffer does not fit its kernel (a polytf bug).
     """
 
-    def __init__(self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, Any] | HostStep], backend: DeviceBackend, source: str = "") -> None:
+    def __init__(self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CudaKernel] | HostStep], backend: DeviceBackend, source: str = "") -> None:
         self.graph = graph
         self.backend = backend
         self.source = source or graph.source
@@ -91,11 +90,11 @@ class CudaModel:
             pass
         self.recipes = {p.kernel.scop.name: p.kernel.recipe for p in plan.kernel_plans}
 
-    def _new_context(self) -> DeviceContext:
-        return DeviceContext(self._plan.steps, self._constants, self._host_constants, self._plan.intermediates, self.backend)
+    def _new_context(self) -> CudaExecutionContext:
+        return CudaExecutionContext(self._plan.steps, self._constants, self._host_constants, self._plan.intermediates, self.backend)
 
     @property
-    def kernels(self) -> tuple[Any, ...]:
+    def kernels(self) -> tuple[CudaKernel, ...]:
         """The GPU kernels, execution order."""
         return tuple(p.kernel for p in self._plan.kernel_plans)
 
@@ -193,7 +192,7 @@ class CudaModel:
         return device, host, any_device
 
     @contextlib.contextmanager
-    def _bound_context(self, inputs: Mapping[str, Any]) -> Iterator[DeviceContext]:
+    def _bound_context(self, inputs: Mapping[str, Any]) -> Iterator[CudaExecutionContext]:
         """A pooled context with ``inputs`` (uploaded once) and fresh outputs bound."""
         device, host, _ = self._bound_inputs(inputs)
         fresh = {storage: self.backend.allocate(shape, dtype) for storage, shape, dtype in self._plan.direct_output_types}
@@ -214,45 +213,10 @@ class CudaModel:
                 context.run()
             return [self.backend.elapsed_s(context.run) for _ in range(repeats)]
 
-    def kernel_latency_s(self, inputs: Mapping[str, Any], repeats: int = 10, warmup: int = 2) -> list[tuple[Any, list[float]]]:
+    def kernel_latency_s(self, inputs: Mapping[str, Any], repeats: int = 10, warmup: int = 2) -> list[tuple[CudaKernel, list[float]]]:
         """Each kernel (execution order) with the device seconds of ``repeats`` launches of it
         alone, on the values of one model run on ``inputs`` (after ``warmup`` whole runs)."""
         with self._bound_context(inputs) as context:
             latencies = context.kernel_latencies(repeats, warmup)
         return list(zip(self.kernels, latencies))
 
-
-def build_cuda_model(
-    prepared: Any,
-    recipes: Mapping[str, Any] | None = None,
-    target: Any = None,
-    progress: Callable[[str], None] | None = None,
-    cached: Mapping[str, Any] | None = None,
-    backend: DeviceBackend | None = None,
-) -> CudaModel:
-    """Compile every kernel of ``prepared`` (:class:`~polytf.compiler.model_builder.PreparedModel`)
-    for the GPU and build the model on ``backend``.
-
-    Args:
-        recipes: kernel name -> GPU recipe (others: their record in ``cached``, else the
-            default recipe of ``target``'s search space), as
-            :func:`~polytf.compiler.model_builder.compile_steps`.
-        target: the GPU target (default: ``CudaTarget()`` of the current device).
-        progress: called with each kernel's name before it is compiled.
-        cached: kernel name -> :class:`~polytf.compiler.model_builder.CachedRecipe`.
-        backend: the device (default: :func:`~polytf.compiler.target_selection.device_backend`:
-            CuPy on the current GPU, or the CPU emulation with ``POLYTF_CUDA_EMULATION=1``).
-
-    Raises:
-        DependencyMissingError: no CuPy or no GPU (when ``target`` or ``backend`` is not given).
-        PolytfError: a recipe does not compile (with the kernel's name as context).
-    """
-    from polytf.compiler.model_builder import compile_steps
-    from polytf.compiler.target_selection import GPU_THREADS, device_backend, select_target
-
-    target = target or select_target("cuda")
-    backend = backend or device_backend()
-    steps, tuned = compile_steps(prepared, recipes, target, GPU_THREADS, progress, cached)
-    model = CudaModel(prepared.graph, steps, backend)
-    model.tuned_kernels = tuned
-    return model

@@ -1,0 +1,266 @@
+"""The Markdown of a CPU bench result (``polytf bench``, :mod:`polytf.bench.cpu_bench`).
+
+The machine and its measured peak, one main table (a line per entry and thread count), then
+a section per row: the profile totals, accuracy, tuning, and its convolution layers. Times
+are seconds in the JSON and milliseconds here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from polytf.bench.machine import describe_blas, machine_summary
+from polytf.bench.report_format import BASELINE_LABELS, ReportFormat, first_line, markdown_table, milliseconds, plural
+
+__all__ = ["CPU_REPORT", "cpu_markdown", "columns", "peak_summary", "row_section", "format_gflops"]
+
+
+def _ms(system: dict[str, Any] | None) -> str:
+    return milliseconds((system or {}).get("median_s"))
+
+
+def _ratio(value: float | None, spec: str = ".2f") -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return format(value, spec) if value >= 0.1 else f"{value:.2g}"
+
+
+def format_gflops(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.3f}"
+
+
+def _percent(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.1f}%" if value >= 0.1 else f"{value:.2g}%"
+
+
+def _flop_count(flops: int) -> str:
+    """``7.40e9`` -> ``"7.40 GFLOP"``, ``1.9e5`` -> ``"0.189 MFLOP"``."""
+    return f"{flops / 1e9:.3g} GFLOP" if flops >= 1e8 else f"{flops / 1e6:.3g} MFLOP"
+
+
+def _error(value: float | None) -> str:
+    return f"{value:.2e}" if value is not None else "-"
+
+
+def _tuning(tuning: dict[str, Any]) -> str:
+    if not tuning:
+        return "-"
+    if tuning.get("new_trials", 0) == 0:
+        return f"{tuning.get('wall_s', 0):.1f} (cached)"
+    return f"{tuning.get('wall_s', 0):.1f}"
+
+
+def columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Table columns as ``(title, row -> cell)``; TF and XLA columns only when some row has them."""
+    tensorflow = any(s in row.get("systems", {}) for row in rows for s in ("tensorflow", "xla")) or not rows
+
+    def time(system):
+        return lambda row: _ms(row.get("systems", {}).get(system))
+
+    def ratio(key):
+        return lambda row: _ratio(row.get("speedup", {}).get(key))
+
+    def to_tensorflow(key):
+        return lambda row: _ratio((row.get("ratio_to_tensorflow") or {}).get(key))
+
+    columns = [
+        ("entry", lambda row: row["entry"]),
+        ("threads", lambda row: str(row["threads"])),
+        ("polytf ms", lambda row: "**failed**" if row.get("error") else _ms(row.get("systems", {}).get("polytf"))),
+        ("untuned ms", time("polytf_untuned")),
+        ("polytf kernels ms", time("polytf_kernels")),
+        ("numpy ms", time("numpy")),
+    ]
+    if tensorflow:
+        columns += [("TF ms", time("tensorflow")), ("XLA ms", time("xla"))]
+    columns += [
+        ("polytf GFLOP/s", lambda row: format_gflops(row.get("gflops", {}).get("polytf"))),
+        ("% peak", lambda row: _percent(row.get("percent_of_peak", {}).get("polytf"))),
+        ("call / kernels", lambda row: _ratio((row.get("profile") or {}).get("call_to_kernels_ratio"), ".3f")),
+    ]
+    if tensorflow:
+        columns += [("untuned / TF", to_tensorflow("untuned")), ("tuned / TF", to_tensorflow("tuned"))]
+    columns += [
+        ("best baseline / polytf", ratio("best_baseline")),
+        ("tune s", lambda row: _tuning(row.get("tuning", {}))),
+        ("max abs err vs numpy", lambda row: _error(row.get("max_abs_error"))),
+    ]
+    return columns
+
+
+def cpu_markdown(result: dict[str, Any], png_name: str | None = None) -> str:
+    """The Markdown report of a CPU result (see the module docstring)."""
+    machine = result.get("machine", {})
+    settings = result.get("settings", {})
+    rows = result.get("rows", [])
+    threads = sorted({row["threads"] for row in rows}) or settings.get("threads", [])
+    lines = [
+        "# polytf bench",
+        "",
+        f"**Machine:** {machine_summary(machine)}.",
+        "",
+        f"**Run:** {machine.get('date')}, polytf {machine.get('polytf')}"
+        + (f" (commit `{machine['commit']}`)" if machine.get("commit") else "")
+        + f", "
+        f"threads {', '.join(map(str, threads))}; TensorFlow: {machine.get('tensorflow') or 'not used'}.",
+        "",
+        f"**float32 peak (measured):** {peak_summary(machine)}.",
+        "",
+    ]
+    for count, libraries in sorted(machine.get("baseline_blas", {}).items(), key=lambda item: int(item[0])):
+        lines.append(
+            f"Baseline process with {count} thread(s): numpy's BLAS {describe_blas(libraries, machine.get('openblas_coretype'))}, {_blas_threads(libraries)} BLAS thread(s)."
+        )
+    budget = settings.get("time_budget_s")
+    lines += [
+        "",
+        (
+            f"polytf tuned within a time budget of {budget:g} s per model (trials handed to kernels by the task scheduler)"
+            if budget
+            else f"polytf tuned with {settings.get('trials_per_kernel')} trials per kernel"
+        )
+        + f" ({settings.get('cache')}); *untuned* is the same model built with default recipes (an empty cache). "
+        f"Each time is the median of {settings.get('rounds')} round medians; a round is {settings.get('warmup')} untimed calls and "
+        f"{settings.get('repeats')} timed calls of one system, rounds alternating between systems. Every call "
+        "returns numpy arrays (polytf: `model(**inputs)`, copying inputs in and outputs out; TF/XLA: `tf.function` on the same GraphDef, "
+        "on input tensors made once before timing, outputs fetched with `.numpy()`); "
+        "*polytf kernels* is the model's kernels run in sequence on inputs bound once (no input checks, no output arrays); "
+        "*call / kernels* is a whole call `model(**inputs)` over the time spent in the kernels inside it, one clock for both "
+        "(median over the profile's calls): the runtime's overhead. GFLOP/s counts the contractions (MatMul, BatchMatMul, Einsum, "
+        "Conv2D, depthwise; 2 FLOPs per multiply-add executed, padding taps excluded); % peak is of the measured peak for the "
+        "row's thread count.",
+        "",
+    ]
+    lines += markdown_table(columns, rows)
+    lines += [
+        "",
+        "*best baseline / polytf* is baseline time / polytf time: above 1 means polytf is faster (higher throughput). "
+        "*untuned / TF* and *tuned / TF* are polytf time / TensorFlow time: below 1 means polytf is faster.",
+    ]
+    lines += [f"- {row['entry']}, {row['threads']} thread(s): **failed**: {first_line(row['error'])}" for row in rows if row.get("error")]
+    errors = [
+        (row["entry"], row["threads"], system, data["error"])
+        for row in rows
+        for system, data in row.get("systems", {}).items()
+        if data.get("error")
+    ]
+    lines += [
+        f"- {entry}, {count} thread(s): {BASELINE_LABELS.get(system, system)} failed: {error}"
+        for entry, count, system, error in errors
+    ]
+    lines += [f"- {note}" for note in result.get("notes", [])]
+    if result.get("interrupted"):
+        lines.append("- **Interrupted**: only the rows above finished.")
+    if result.get("failure"):
+        lines.append(f"- **Stopped by an error**: {result['failure']}")
+    if png_name:
+        lines += ["", f"![speedup of polytf over each baseline]({png_name})"]
+    for row in rows:
+        if not row.get("error"):
+            lines += [""] + row_section(row)
+    return "\n".join(lines) + "\n"
+
+
+def peak_summary(machine: dict[str, Any]) -> str:
+    """``"338 GFLOP/s on 2 threads, 172 GFLOP/s on 1 thread (FMA loop on <16 x float>, 24 chains
+    per thread, LLVM CPU `emeraldrapids`)"``, or why there is none."""
+    peaks = machine.get("fp32_peak") or {}
+    if not peaks:
+        return "not measured"
+    ordered = sorted(peaks.values(), key=lambda peak: -peak["threads"])
+    figures = ", ".join(f"{peak['gflops']:.0f} GFLOP/s on {peak['threads']} thread{'s' if peak['threads'] > 1 else ''}" for peak in ordered)
+    first = ordered[0]
+    return (
+        f"{figures} (FMA loop on <{first['vector_lanes']} x float>, {first.get('accumulators', '?')} chains per thread, "
+        f"LLVM CPU `{first['cpu_name']}`)"
+    )
+
+
+def row_section(row: dict[str, Any]) -> list[str]:
+    """The Markdown section of one row: profile totals, accuracy, tuning, convolution layers."""
+    profile = row.get("profile") or {}
+    kernels = profile.get("kernels", [])
+    percent = row.get("percent_of_peak", {})
+    gflops = row.get("gflops", {})
+    lines = [f"## {row['entry']}, {row['threads']} thread{'s' if row['threads'] > 1 else ''}", ""]
+    if profile:
+        lines.append(
+            f"- Whole call `model(**inputs)` {profile['call_s'] * 1e3:.3f} ms; its {plural(len(kernels), 'kernel')}, timed inside the calls, "
+            f"{profile['kernels_s'] * 1e3:.3f} ms: call / sum of kernels {_ratio(profile.get('call_to_kernels_ratio'), '.3f')} "
+            "(median over the calls of each call's ratio)."
+        )
+        if profile.get("alone_kernels_s"):
+            lines.append(
+                f"- The same kernels alone, each repeated with hot caches: {profile['alone_kernels_s'] * 1e3:.3f} ms "
+                f"(in the model / alone {_ratio(profile.get('alone_ratio'))}: the cost of caches shared with the other layers)."
+            )
+    lines.append(
+        f"- polytf tuned {format_gflops(gflops.get('polytf'))} GFLOP/s ({_percent(percent.get('polytf'))} of peak), "
+        f"untuned {format_gflops(gflops.get('polytf_untuned'))} GFLOP/s ({_percent(percent.get('polytf_untuned'))} of peak)"
+        + (f"; {_flop_count(row['flops'])} per call." if row.get("flops") else ".")
+    )
+    to_tensorflow = row.get("ratio_to_tensorflow") or {}
+    if to_tensorflow:
+        lines.append(f"- Time / TensorFlow's: tuned {_ratio(to_tensorflow.get('tuned'))}, untuned {_ratio(to_tensorflow.get('untuned'))}.")
+    versus_tensorflow = row.get("max_abs_error_vs_tensorflow") or {}
+    lines.append(
+        f"- Max abs error vs numpy: tuned {_error(row.get('max_abs_error'))}, untuned {_error(row.get('untuned_max_abs_error'))}"
+        + (
+            f"; vs TensorFlow: tuned {_error(versus_tensorflow.get('tuned'))}, untuned {_error(versus_tensorflow.get('untuned'))}."
+            if versus_tensorflow
+            else "."
+        )
+    )
+    tuning = row.get("tuning", {})
+    if tuning:
+        lines.append(
+            f"- Tuning: {tuning.get('wall_s', 0):.1f} s wall, {tuning.get('new_trials', 0)} new trials "
+            f"({tuning.get('failed_trials', 0)} failed), {plural(row.get('kernels', len(kernels)), 'kernel')}."
+        )
+    summary = row.get("convolutions") or {}
+    if summary:
+        order = sorted(summary, key=lambda key: (key == "depthwise", key))
+        lines.append(
+            "- Median % of peak of the Conv2D kernels by filter: "
+            + ", ".join(f"{key} {_percent(summary[key]['median_percent_of_peak'])} ({plural(summary[key]['kernels'], 'kernel')})" for key in order)
+            + "."
+        )
+    layers = [kernel for kernel in kernels if any(op in ("Conv2D", "DepthwiseConv2dNative") for _, op in kernel["ops"])]
+    if layers:
+        lines += [
+            "",
+            f"<details><summary>{plural(len(layers), 'convolution layer')} (kernel inside the model: median ms, GFLOP/s, % of peak; alone with hot caches: ms)</summary>",
+            "",
+            "| layer | op | filter | output | ms | GFLOP/s | % peak | alone ms |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for kernel in layers:
+            node, op = next((node, op) for node, op in kernel["ops"] if op in ("Conv2D", "DepthwiseConv2dNative"))
+            filter_size = "x".join(map(str, kernel["filter_size"])) if kernel.get("filter_size") else "-"
+            output = " ".join("x".join(map(str, shape)) for shape in kernel["output_shapes"])
+            lines.append(
+                f"| {node} | {'depthwise' if op == 'DepthwiseConv2dNative' else op} | {filter_size} | {output} | "
+                f"{kernel['median_s'] * 1e3:.3f} | {format_gflops(kernel.get('gflops'))} | {_percent(kernel.get('percent_of_peak'))} | "
+                f"{milliseconds(kernel.get('alone_median_s'))} |"
+            )
+        lines += ["", "</details>"]
+    return lines
+
+
+def _blas_threads(libraries: list[dict[str, Any]]) -> str:
+    counts = sorted({str(lib.get("num_threads")) for lib in libraries if lib.get("user_api") == "blas"})
+    return "/".join(counts) or "?"
+
+
+#: how a CPU result is written
+CPU_REPORT = ReportFormat(
+    title="polytf bench (ratios: baseline time / polytf time, above 1: polytf faster)",
+    columns=columns,
+    markdown=cpu_markdown,
+    row_label=lambda row: f"{row['entry']} ({row['threads']} threads)",
+)

@@ -1,0 +1,58 @@
+"""What a ``polytf bench`` run shows while it runs: two progress bars (rows done, and the
+current phase: the trials of a kernel, the timing rounds), fed by the tuner too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from polytf.autotune.model_tuner import TuningProgress
+
+__all__ = ["BenchDisplay", "tuning_progress"]
+
+
+class BenchDisplay:
+    """Two progress bars: rows done, and the current phase (trials of a kernel, rounds)."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+        self.rows = self.progress.add_task("bench", total=total)
+        self.phase = self.progress.add_task("", total=None)
+
+    def __enter__(self) -> BenchDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def row(self, description: str) -> None:
+        """Show the row being measured."""
+        self.progress.update(self.rows, description=description)
+
+    def row_done(self) -> None:
+        self.progress.advance(self.rows)
+
+    def step(self, description: str, total: int | None = None) -> None:
+        self.progress.update(self.phase, description=f"  {description}", total=total, completed=0)
+
+    def advance(self) -> None:
+        self.progress.advance(self.phase)
+
+
+def tuning_progress(display: BenchDisplay, label: str) -> TuningProgress:
+    """The tuner's progress shown on ``display`` (the kernel tuned, a tick per trial)."""
+
+    class Progress(TuningProgress):
+        def kernel_started(self, kernel, trials):
+            display.step(f"{label}: tuning {kernel.scop.name} ({'+'.join(op for _, op in kernel.scop.ops)})", trials)
+
+        def trial_done(self, kernel):
+            return lambda *args: display.advance()
+
+        def message(self, text):
+            display.step(f"{label}: {text}")
+
+    return Progress()
