@@ -120,17 +120,19 @@ class _CudaRun:
     def tune(self, path: Path, trials: int, display: Any, label: str) -> Any:
         from polytf.autotune.model_tuner import tune_model
         from polytf.bench.runner import tuning_progress
+        from polytf.compiler.build_options import BuildOptions
 
         budget = {"time_budget_s": self.options.time_budget_s} if self.options.time_budget_s is not None else {}
         return tune_model(
-            path, trials=trials, cache_dir=self.cache_dir, seed=self.options.seed, progress=tuning_progress(display, label),
-            measure_model=False, target="cuda", **budget,
+            path, options=BuildOptions(cache_dir=self.cache_dir, target="cuda"), trials=trials, seed=self.options.seed,
+            progress=tuning_progress(display, label), measure_model=False, **budget,
         )
 
     def measure(self, workload: Workload, display: Any) -> dict[str, Any]:
         """One row (module docstring)."""
         from polytf.bench.cuda_baselines import gpu_baseline
-        from polytf.compiler.model_builder import cached_recipes, prepare_model
+        from polytf.compiler.preparation import prepare_model
+        from polytf.compiler.recorded_recipes import cached_recipes
         from polytf.compiler.target_selection import GPU_THREADS
         from polytf.config import CodegenConfig, TuningConfig
         from polytf.poly.flops import contraction_flops

@@ -223,13 +223,13 @@ class _Run:
     def tune(self, path: Path, trials: int, threads: int, display: BenchDisplay, label: str) -> Any:
         """Tune the model into the run's cache (with ``--time-budget`` when given)."""
         from polytf.autotune.model_tuner import tune_model
+        from polytf.compiler.build_options import BuildOptions
 
         budget = {"time_budget_s": self.options.time_budget_s} if self.options.time_budget_s is not None else {}
         return tune_model(
             path,
+            options=BuildOptions(cache_dir=self.cache_dir, threads=threads),
             trials=trials,
-            cache_dir=self.cache_dir,
-            threads=threads,
             seed=self.options.seed,
             progress=tuning_progress(display, label),
             measure_model=False,  # the bench times the whole model itself, in alternating rounds

@@ -230,16 +230,16 @@ def build_cuda_model(
     cached: Mapping[str, Any] | None = None,
     backend: DeviceBackend | None = None,
 ) -> CudaModel:
-    """Compile every kernel of ``prepared`` (:class:`~polytf.compiler.model_builder.PreparedModel`)
+    """Compile every kernel of ``prepared`` (:class:`~polytf.compiler.preparation.PreparedModel`)
     for the GPU and build the model on ``backend``.
 
     Args:
         recipes: kernel name -> GPU recipe (others: their record in ``cached``, else the
             default recipe of ``target``'s search space), as
-            :func:`~polytf.compiler.model_builder.compile_steps`.
+            :func:`~polytf.compiler.kernel_compilation.compile_steps`.
         target: the GPU target (default: ``CudaTarget()`` of the current device).
         progress: called with each kernel's name before it is compiled.
-        cached: kernel name -> :class:`~polytf.compiler.model_builder.CachedRecipe`.
+        cached: kernel name -> :class:`~polytf.compiler.recorded_recipes.CachedRecipe`.
         backend: the device (default: :func:`~polytf.compiler.target_selection.device_backend`:
             CuPy on the current GPU, or the CPU emulation with ``POLYTF_CUDA_EMULATION=1``).
 
@@ -247,7 +247,7 @@ def build_cuda_model(
         DependencyMissingError: no CuPy or no GPU (when ``target`` or ``backend`` is not given).
         PolytfError: a recipe does not compile (with the kernel's name as context).
     """
-    from polytf.compiler.model_builder import compile_steps
+    from polytf.compiler.kernel_compilation import compile_steps
     from polytf.compiler.target_selection import GPU_THREADS, device_backend, select_target
 
     target = target or select_target("cuda")

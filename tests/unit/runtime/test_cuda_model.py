@@ -14,7 +14,8 @@ import pytest
 from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeholder
 
 import polytf
-from polytf.compiler.model_builder import PreparedModel, build_model, prepare_model
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.compiler.target_selection import cuda_unavailable_reason
 from polytf.errors import DependencyMissingError, GraphError, PolytfError, ShapeError
 from polytf.graph import Node
