@@ -45,7 +45,7 @@ def show_model_coverage(arguments: argparse.Namespace) -> int:
         SystemExit: the passes leave a node that cannot be compiled.
     """
     try:
-        coverage = model_op_coverage(model_source(arguments, outputs=None))
+        coverage = model_op_coverage(model_source(arguments))
     except UnsupportedOpError as error:
         raise SystemExit(f"error: {error}") from None
     table = Table(title=f"ops of {arguments.model}")
