@@ -26,7 +26,7 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 
-from polytf.compiler.model_builder import constant_arrays
+from polytf.compiler.kernel_compilation import constant_arrays
 from polytf.config import CodegenConfig, MeasurementConfig, TuningConfig
 from polytf.errors import TuningError
 from polytf.lowering.lowered_kernel import LoweredKernel

@@ -39,7 +39,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -50,15 +50,20 @@ from polytf.autotune.shared_study import UnlimitedWait
 from polytf.autotune.task_scheduler import Task, TaskScheduler
 from polytf.autotune.tuner import KernelTuning, KernelTuningResult, TrialCallback, tune_kernel
 from polytf.autotune.warm_start import WarmStarts, kernel_family
-from polytf.compiler.backends import backend_for, select_target, target_threads
-from polytf.compiler.model_builder import cache_key, prepare_model, schedule_record
-from polytf.config import CodegenConfig, TuningConfig, default_thread_count
+from polytf.compiler.backends import backend_of_options
+from polytf.compiler.build_options import BuildOptions
+from polytf.compiler.kernel_compilation import schedule_record
+from polytf.compiler.model_source import ModelSource
+from polytf.compiler.preparation import prepare_model
+from polytf.compiler.recorded_recipes import cache_key, open_storage
+from polytf.config import CodegenConfig, TuningConfig
 from polytf.errors import PolytfError, TuningError
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.poly.flops import domain_points
+from polytf.runtime.sample_inputs import sample_inputs
 from polytf.schedules.structure import anchor_statement
 from polytf.storage.cache import KernelCache, TuningRecord
-from polytf.storage.tuning_storage import TuningStorage, open_tuning_storage
+from polytf.storage.tuning_storage import TuningStorage
 from polytf.targets.target import Target
 
 
@@ -152,47 +157,33 @@ class TuningProgress:
         self.kernel_finished(report)
 
 
-def _random_inputs(model, seed: int) -> dict[str, np.ndarray]:
-    from polytf.runtime.sample_inputs import sample_inputs
-
-    return sample_inputs(model.input_types, seed)
-
-
 def tune_model(
-    path: str | os.PathLike,
+    source: ModelSource | str | os.PathLike,
+    options: BuildOptions | None = None,
     *,
     trials: int | None = None,
-    cache_dir: str | os.PathLike | None = None,
     retune: bool = False,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    outputs: Sequence[str] | None = None,
-    threads: int | None = None,
     seed: int = 0,
     config: TuningConfig | None = None,
     progress: TuningProgress | None = None,
     measure_model: bool = True,
     time_budget_s: float | None = None,
-    fallback: bool = True,
-    signature: str | None = None,
-    target: str = "cpu",
-    storage: str | None = None,
 ) -> TuneReport:
-    """Tune every kernel of the model at ``path``; see :func:`polytf.tune`.
+    """Tune every kernel of the model ``source`` built as ``options`` say (default
+    ``BuildOptions()``); see :func:`polytf.tune`.
 
     ``trials`` (default :class:`TuningConfig`'s) is ignored under ``time_budget_s``
-    (seconds of wall time, counted from this call; see the module). ``target``: ``"cpu"``
-    or ``"cuda"`` (recipes from the GPU's search space, candidates compiled and timed on the
-    GPU in the worker, records under the GPU's fingerprint; ``threads`` is then ignored:
-    :data:`~polytf.compiler.backends.CUDA_THREADS`).
-
-    ``storage``: where records and studies live (:func:`~polytf.storage.tuning_storage.open_tuning_storage`:
-    None reads ``$POLYTF_STORAGE``, else the cache directory; ``"postgresql://..."``: that
-    database, shared with tuners on other machines).
+    (seconds of wall time, counted from this call; see the module). Target ``"cuda"``: recipes
+    from the GPU's search space, candidates compiled and timed on the GPU in the worker,
+    records under the GPU's fingerprint; the thread count is then ignored
+    (:data:`~polytf.compiler.backends.CUDA_THREADS`). Records and studies live in the
+    storage the options name (:func:`~polytf.compiler.recorded_recipes.open_storage`: a
+    ``postgresql://`` database is shared with tuners on other machines).
 
     Raises:
         TuningError: the budget is not a positive number of seconds; a kernel's default
             recipe fails.
-        DependencyMissingError: ``target="cuda"`` without CuPy or a GPU (before anything is
+        DependencyMissingError: target ``"cuda"`` without CuPy or a GPU (before anything is
             read); a storage URL whose driver is not installed.
         CacheError: a storage URL that is invalid or whose server cannot be reached, or a
             storage that fails during the tuning (naming it).
@@ -204,19 +195,20 @@ def tune_model(
     config = config or TuningConfig()
     trials = config.trials if trials is None else int(trials)
     progress = progress or TuningProgress()
+    source, options = ModelSource.of(source), options or BuildOptions()
     codegen = CodegenConfig()
-    target_name, target = target, select_target(target, codegen)
-    threads = target_threads(target, threads or default_thread_count())
-    cache = KernelCache(cache_dir)
+    backend = backend_of_options(options, codegen)  # chosen once: the tuner never asks which device
+    target, threads = backend.target, backend.threads
+    cache = KernelCache(options.cache_dir)
     # records, studies, study locks: the cache directory or a database (opened first: a wrong URL fails at once)
-    records = open_tuning_storage(storage, cache)
+    records = open_storage(options, cache)
     with contextlib.closing(records), records.translating_errors():
-        prepared = prepare_model(path, input_shapes, outputs, fallback=fallback, signature=signature)
+        prepared = prepare_model(source, fallback=options.fallback)
         report = TuneReport(
-            str(path), threads=threads, cache_dir=records.location, time_budget_s=time_budget_s, host_nodes=prepared.host_nodes, target=target_name
+            str(source.path), threads=threads, cache_dir=records.location, time_budget_s=time_budget_s, host_nodes=prepared.host_nodes, target=options.target
         )
         run = _ModelRun(
-            path, records, target, codegen, threads, seed, config, retune, progress, input_shapes or {}, tuple(outputs or ()), tuning_faults(),
+            source, records, target, codegen, threads, seed, config, retune, progress, tuning_faults(),
             # tuners sharing this machine's cache directory take turns to measure: timings of concurrent runs never overlap
             UnlimitedWait(cache.lock("measurement")),
         )
@@ -271,20 +263,14 @@ def tune_model(
     if measure_model and not report.interrupted:
         progress.message("timing the whole model (default recipes vs tuned)")
         by_name = {k.scop.name: recipes[keys[k.scop.name].digest()] for k in prepared.kernels if keys[k.scop.name].digest() in recipes}
-        default_model = _built_model(prepared, {}, target, threads)
-        tuned_model = _built_model(prepared, by_name, target, threads)
-        inputs = _random_inputs(tuned_model, seed)
+        default_model = backend.build_model(prepared, {})
+        tuned_model = backend.build_model(prepared, by_name)
+        inputs = sample_inputs(tuned_model.input_types, seed)
         with run.measurement_lock:
             report.model_default_latency_s = float(np.median(default_model.latency_s(inputs)))
             report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
     report.elapsed_s = time.perf_counter() - started
     return report
-
-
-def _built_model(prepared, recipes: Mapping[str, object], target: Target, threads: int):
-    """The model with ``recipes`` (others: default recipes) for ``target``: a CompiledModel,
-    or a CudaModel on the GPU (whose ``latency_s`` is timed with CUDA events)."""
-    return backend_for(target, threads).build_model(prepared, recipes)
 
 
 def _ops(kernel: LoweredKernel) -> tuple[str, ...]:
@@ -295,7 +281,7 @@ def _ops(kernel: LoweredKernel) -> tuple[str, ...]:
 class _ModelRun:
     """What the kernels' tunings of one :func:`tune_model` call share."""
 
-    path: str | os.PathLike
+    source: ModelSource
     records: TuningStorage  # records, studies and study locks: the cache directory or a database
     target: Target
     codegen: CodegenConfig
@@ -304,8 +290,6 @@ class _ModelRun:
     config: TuningConfig
     retune: bool
     progress: TuningProgress
-    input_shapes: Mapping[str, Sequence[int]]
-    outputs: tuple[str, ...]
     faults: dict[int, str]
     measurement_lock: UnlimitedWait
     storage: object = None  # opened for the first kernel that needs tuning
@@ -339,9 +323,9 @@ class _ModelRun:
             trials=result.trials,
             failed_trials=len(result.failures),
             complete=not result.interrupted,
-            model=str(Path(self.path).resolve()),
-            input_shapes=self.input_shapes,
-            outputs=self.outputs,
+            model=str(Path(self.source.path).resolve()),
+            input_shapes=dict(self.source.input_shapes),
+            outputs=self.source.outputs or (),
         )
         self.records.save(record, key)
 

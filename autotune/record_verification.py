@@ -24,7 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from polytf.compiler.model_builder import PreparedModel, cache_key, prepare_model
+from polytf.autotune.isolation import CandidateEvaluator
+from polytf.compiler.model_source import ModelSource
+from polytf.compiler.preparation import PreparedModel, prepare_model
+from polytf.compiler.recorded_recipes import cache_key
 from polytf.config import VERIFY_TIME_LIMIT_S, CodegenConfig, MeasurementConfig, code_knobs
 from polytf.errors import PolytfError
 from polytf.lowering.lowered_kernel import LoweredKernel
@@ -91,7 +94,7 @@ def verify_records(
         if on_check:
             on_check(check)
 
-    groups: dict[tuple, list[tuple[Path, TuningRecord]]] = {}
+    groups: dict[ModelSource, list[tuple[Path, TuningRecord]]] = {}  # the model as each record was tuned from it
     for entry in cache.entries():
         record = entry.record
         if record is None:
@@ -107,11 +110,11 @@ def verify_records(
         if foreign:
             report(_verdict(entry.path, record, SKIPPED, f"foreign: tuned for another machine or polytf ({'; '.join(foreign[:3])})"))
             continue
-        group = (record.model, tuple(sorted(record.input_shapes.items())), record.outputs)
-        groups.setdefault(group, []).append((entry.path, record))
+        source = ModelSource(record.model, input_shapes=record.input_shapes, outputs=record.outputs or None)
+        groups.setdefault(source, []).append((entry.path, record))
 
-    for (model, input_shapes, outputs), members in groups.items():
-        prepared, problem = _prepare(model, dict(input_shapes), outputs)
+    for source, members in groups.items():
+        prepared, problem = _prepare(source)
         kernels: dict[int, dict[str, LoweredKernel]] = {}  # threads -> key digest -> kernel, computed once per model
         for path, record in members:
             if prepared is None:
@@ -156,20 +159,18 @@ class _Verifier:
 
 
 def default_evaluator_factory() -> Callable[..., object]:
-    """The worker-process evaluator of the tuner (imported late: ``polytf cache list`` does not need it)."""
-    from polytf.autotune.isolation import CandidateEvaluator
-
+    """The worker-process evaluator of the tuner (tests replace this function with a fake)."""
     return CandidateEvaluator
 
 
-def _prepare(model: str, input_shapes: dict, outputs: tuple[str, ...]) -> tuple[PreparedModel | None, str]:
+def _prepare(source: ModelSource) -> tuple[PreparedModel | None, str]:
     """The prepared model, or None and why it cannot be prepared."""
-    if not Path(model).exists():  # a GraphDef file or a SavedModel directory
-        return None, f"model file {model} missing"
+    if not Path(source.path).exists():  # a GraphDef file or a SavedModel directory
+        return None, f"model file {source.path} missing"
     try:
-        return prepare_model(model, input_shapes or None, list(outputs) or None), ""
+        return prepare_model(source), ""
     except PolytfError as error:
-        return None, f"model {model} no longer compiles: {error}"
+        return None, f"model {source.path} no longer compiles: {error}"
 
 
 def _verdict(path: Path, record: TuningRecord, status: str, detail: str) -> RecordCheck:

@@ -8,6 +8,14 @@ Typical use::
     outputs = model(input=x)                    # {output node name: array}
     polytf.compile("model.pb", "out")           # or: out/model.o + out/model.h for a C program
 
+What model is read and how it is built can also be given as two values, made (and checked)
+once and passed to any of the three::
+
+    source = polytf.ModelSource("model.pb", input_shapes={"x": (1, 784)})
+    options = polytf.BuildOptions(threads=2, cache_dir="cache")
+    polytf.tune(source, trials=20, options=options)
+    model = polytf.load(source, options=options)
+
 ``import polytf`` needs neither TensorFlow nor CuPy.
 """
 
@@ -17,6 +25,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from polytf.compiler.build_options import BuildOptions
+from polytf.compiler.model_source import ModelSource
 from polytf.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def load(
-    path: str | os.PathLike,
+    path: str | os.PathLike | ModelSource,
     cache_dir: str | os.PathLike | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,
@@ -36,12 +46,15 @@ def load(
     signature: str | None = None,
     target: str = "cpu",
     storage: str | None = None,
+    *,
+    options: BuildOptions | None = None,
 ) -> CompiledModel | CudaModel:
     """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
 
     Args:
         path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``, or a SavedModel directory
-            (read with TensorFlow; inputs and outputs then carry the signature's names).
+            (read with TensorFlow; inputs and outputs then carry the signature's names); or a
+            :class:`ModelSource` (then without ``input_shapes``, ``outputs``, ``signature``).
         cache_dir: tuning-record cache; default ``$POLYTF_CACHE_DIR`` or the user cache dir.
         input_shapes: placeholder name -> shape, to fix unknown dimensions.
         outputs: output node names (``name`` or ``name:port``); default the graph's sinks.
@@ -60,6 +73,8 @@ def load(
             that ``polytf tune --storage`` wrote to that database from any machine (those of
             this CPU, thread count and versions: they are in each record's key); nothing is
             read from the cache directory then. Needs ``pip install 'polytf[postgresql]'``.
+        options: ``cache_dir``, ``threads``, ``fallback``, ``target`` and ``storage`` as one
+            :class:`BuildOptions` (then without those arguments).
 
     Returns:
         With ``target="cuda"``: a :class:`~polytf.runtime.cuda.model.CudaModel` that keeps
@@ -77,18 +92,17 @@ def load(
         DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU;
             a ``storage`` URL whose driver is not installed.
         CacheError: a ``storage`` URL that is invalid or whose server cannot be reached.
-        PolytfError: an unknown ``target``.
+        PolytfError: an unknown ``target``, a thread count below 1, an argument of the wrong
+            kind, or an argument given twice (beside a ModelSource or BuildOptions).
     """
-    from polytf.compiler.loading import load_model
+    from polytf.compiler.loading import load_model  # the compiler: loaded on first use
 
-    return load_model(
-        path, cache_dir=cache_dir, input_shapes=input_shapes, outputs=outputs, threads=threads, fallback=fallback, signature=signature, target=target,
-        storage=storage,
-    )
+    source = ModelSource.of(path, signature, input_shapes, outputs)
+    return load_model(source, BuildOptions.of(options, fallback=fallback, threads=threads, target=target, cache_dir=cache_dir, storage=storage))
 
 
 def tune(
-    path: str | os.PathLike,
+    path: str | os.PathLike | ModelSource,
     trials: int = 20,
     cache_dir: str | os.PathLike | None = None,
     retune: bool = False,
@@ -102,6 +116,8 @@ def tune(
     signature: str | None = None,
     target: str = "cpu",
     storage: str | None = None,
+    *,
+    options: BuildOptions | None = None,
 ) -> TuneReport:
     """Tune every kernel of a model by measurement and store the winners in the cache.
 
@@ -118,10 +134,11 @@ def tune(
     by the next call; ``retune`` starts every kernel afresh within the budget.
 
     Args:
-        path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``.
+        path: frozen GraphDef, binary ``.pb`` or text ``.pbtxt``, or a SavedModel directory, or
+            a :class:`ModelSource`: as for :func:`load`.
         trials: trials per kernel study (without a time budget).
-        cache_dir, input_shapes, outputs, threads, fallback, signature: as for :func:`load`
-            (host nodes are not tuned; the report lists them).
+        cache_dir, input_shapes, outputs, threads, fallback, signature, options: as for
+            :func:`load` (host nodes are not tuned; the report lists them).
         retune: ignore existing records and restart the kernels' studies.
         seed: seed of the sampler, the scheduler's random choices and the test inputs.
         progress: a :class:`~polytf.autotune.model_tuner.TuningProgress` receiving events.
@@ -149,29 +166,17 @@ def tune(
             a ``storage`` URL whose driver is not installed.
         CacheError: a ``storage`` URL that is invalid or whose server cannot be reached (the
             message shows it with its password hidden).
+        PolytfError: an invalid argument, or one given twice (as for :func:`load`).
     """
-    from polytf.autotune.model_tuner import tune_model
+    from polytf.autotune.model_tuner import tune_model  # the tuner: loaded on first use
 
-    return tune_model(
-        path,
-        trials=trials,
-        cache_dir=cache_dir,
-        retune=retune,
-        input_shapes=input_shapes,
-        outputs=outputs,
-        threads=threads,
-        seed=seed,
-        progress=progress,
-        time_budget_s=time_budget_s,
-        fallback=fallback,
-        signature=signature,
-        target=target,
-        storage=storage,
-    )
+    source = ModelSource.of(path, signature, input_shapes, outputs)
+    options = BuildOptions.of(options, fallback=fallback, threads=threads, target=target, cache_dir=cache_dir, storage=storage)
+    return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=progress, time_budget_s=time_budget_s)
 
 
 def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's
-    path: str | os.PathLike,
+    path: str | os.PathLike | ModelSource,
     output_dir: str | os.PathLike,
     name: str | None = None,
     target_triple: str | None = None,
@@ -185,6 +190,8 @@ def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's
     storage: str | None = None,
     embed_limit_bytes: int | None = None,
     shared_library: bool = True,
+    *,
+    options: BuildOptions | None = None,
 ) -> ExportedModel:
     """Compile a model ahead of time: ``output_dir/NAME.o`` (every kernel with its tuned
     recipe from the cache, else its default one, the weights in read-only data, and
@@ -196,7 +203,7 @@ def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's
     :mod:`polytf.export.exporter` shows a complete C program.
 
     Args:
-        path: frozen GraphDef or SavedModel directory.
+        path: frozen GraphDef or SavedModel directory, or a :class:`ModelSource`.
         output_dir: where the files go (created if needed).
         name: C prefix of the symbols and stem of the files (default from ``path``).
         target_triple: ``None`` (this machine) or another LLVM triple, e.g.
@@ -207,7 +214,8 @@ def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's
             ``"generic"`` for another triple).
         threads: the thread count whose tuning records are used (default all CPUs); the
             program passes its own thread count to ``NAME_run``.
-        cache_dir, input_shapes, outputs, signature, storage: as for :func:`load`.
+        cache_dir, input_shapes, outputs, signature, storage, options: as for :func:`load`
+            (target ``"cpu"`` only).
         embed_limit_bytes: weights past this size go to ``NAME.weights``.
         shared_library: also link ``NAME.so`` (when a C compiler is found).
 
@@ -219,25 +227,16 @@ def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's
         CompileError: an invalid name or triple, a node that only runs on the host (an
             exported model has no Python to run it), or a failed link.
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled.
+        PolytfError: an invalid argument, or one given twice (as for :func:`load`).
     """
-    from polytf.export import DEFAULT_EMBED_LIMIT_BYTES, compile_model
+    from polytf.export import DEFAULT_EMBED_LIMIT_BYTES, compile_model  # the exporter: loaded on first use
 
+    source = ModelSource.of(path, signature, input_shapes, outputs)
+    options = BuildOptions.of(options, threads=threads, cache_dir=cache_dir, storage=storage)
     return compile_model(
-        path,
-        output_dir,
-        name=name,
-        target_triple=target_triple,
-        cpu=cpu,
-        features=features,
-        threads=threads,
-        cache_dir=cache_dir,
-        input_shapes=input_shapes,
-        outputs=outputs,
-        signature=signature,
-        storage=storage,
+        source, output_dir, options, name=name, target_triple=target_triple, cpu=cpu, features=features, shared_library=shared_library,
         embed_limit_bytes=DEFAULT_EMBED_LIMIT_BYTES if embed_limit_bytes is None else embed_limit_bytes,
-        shared_library=shared_library,
     )
 
 
-__all__ = ["__version__", "compile", "load", "tune"]
+__all__ = ["BuildOptions", "ModelSource", "__version__", "compile", "load", "tune"]

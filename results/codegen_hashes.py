@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from polytf.compiler.model_builder import constant_arrays, prepare_model
+from polytf.compiler.kernel_compilation import constant_arrays
+from polytf.compiler.preparation import prepare_model
 from polytf.config import CodegenConfig, code_knobs
 from polytf.model_zoo import MODEL_NAMES, write_model
 from polytf.storage.cache_key import CacheKey

@@ -13,12 +13,12 @@ graph output) to every fourth node, so fusion groups have outputs in the middle.
 
 For each length and chain, one fresh process runs :func:`polytf.load` on an empty cache
 directory and times each stage inside that call (by wrapping the functions
-:func:`polytf.compiler.loading.load_model` calls): reading and shape inference, the
+:func:`polytf.compiler.loading.load_model` calls, in the modules that call them): reading and shape inference, the
 graph passes (:func:`polytf.passes.pipeline.optimize`), partition, lowering, the cache
 lookup (Scop fingerprints), and scheduling + LLVM code generation + JIT of every kernel with
 its default recipe (``build_model``); the total is the whole ``polytf.load`` call. The model
 then runs once and is compared with numpy. For ``--passes-lengths`` only
-:func:`~polytf.compiler.model_builder.prepare_graph` runs (read, shape inference, graph passes).
+:func:`~polytf.compiler.preparation.prepare_graph` runs (read, shape inference, graph passes).
 Writes a Markdown table with the machine named.
 """
 
@@ -34,19 +34,27 @@ import time
 from pathlib import Path
 
 CHAINS = {"relu": ("Relu",), "mixed": ("Relu", "AddV2", "Mul", "Tanh"), "mixed+fanout": ("Relu", "AddV2", "Mul", "Tanh")}
-#: stages timed inside polytf.load, in the order they run: (column, model_builder function)
-STAGES = (("passes_s", "optimize"), ("partition_s", "partition"), ("lower_s", "lower_group"), ("cache_s", "cached_recipes"), ("build_s", "build_model"))
+#: stages timed inside polytf.load, in the order they run: (column, module that calls the function, function)
+STAGES = (
+    ("passes_s", "polytf.compiler.preparation", "optimize"),
+    ("partition_s", "polytf.lowering.host_fallback", "partition"),
+    ("lower_s", "polytf.lowering.host_fallback", "lower_group"),
+    ("cache_s", "polytf.compiler.recorded_recipes", "cached_recipes"),
+    ("build_s", "polytf.compiler.backends", "build_model"),
+)
 
 
 def measure(length: int, chain: str, passes_only: bool) -> dict:
     """Compile one chain in this process (the child side); returns seconds per stage."""
+    import importlib
+
     import numpy as np
 
     import polytf
-    from polytf.compiler import model_builder
+    from polytf.compiler import preparation
     from polytf.model_zoo.chains import chain_reference, elementwise_chain
 
-    seconds = {column: 0.0 for column, _ in STAGES}
+    seconds = {column: 0.0 for column, _, _ in STAGES}
 
     def timed(column, function):
         def wrapper(*args, **kwargs):
@@ -58,26 +66,27 @@ def measure(length: int, chain: str, passes_only: bool) -> dict:
 
         return wrapper
 
-    for column, name in STAGES:
-        setattr(model_builder, name, timed(column, getattr(model_builder, name)))
+    for column, module_name, name in STAGES:
+        module = importlib.import_module(module_name)
+        setattr(module, name, timed(column, getattr(module, name)))
     kinds = CHAINS[chain]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "chain.pb"
         path.write_bytes(elementwise_chain(length, kinds, fanout=chain.endswith("fanout")).SerializeToString())
         begin = time.perf_counter()
         if passes_only:
-            graph, _ = model_builder.prepare_graph(path)
+            graph, _ = preparation.prepare_graph(path)
             total_s = time.perf_counter() - begin
             return {"length": length, "chain": chain, "nodes": len(graph.nodes), "passes_s": seconds["passes_s"], "prepare_s": total_s}
         nodes = {}
-        prepare = model_builder.prepare_graph
+        prepare = preparation.prepare_graph
 
         def counting_prepare(*args, **kwargs):
             graph, reports = prepare(*args, **kwargs)
             nodes["after"] = len(graph.nodes)
             return graph, reports
 
-        model_builder.prepare_graph = counting_prepare
+        preparation.prepare_graph = counting_prepare
         model = polytf.load(path, cache_dir=Path(folder) / "cache", threads=2)
         total_s = time.perf_counter() - begin
     x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polytf.compiler.model_builder import prepare_model
+from polytf.compiler.preparation import prepare_model
 from polytf.config import MeasurementConfig
 from polytf.model_zoo import write_model
 from polytf.runtime.cpu.kernel_bench import KernelBench

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import polytf
-from polytf.compiler.model_builder import prepare_model
+from polytf.compiler.preparation import prepare_model
 from polytf.model_zoo import run_graphdef_with_tensorflow, write_model
 from polytf.model_zoo.language_models import zoo_inputs
 from polytf.model_zoo.saved_models import SIGNATURE_OUTPUT, write_saved_model

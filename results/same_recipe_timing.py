@@ -92,7 +92,8 @@ def tune(args: argparse.Namespace) -> int:
 
 
 def time_models(args: argparse.Namespace) -> int:
-    from polytf.compiler.model_builder import build_model, prepare_model
+    from polytf.compiler.model_builder import build_model
+    from polytf.compiler.preparation import prepare_model
     from polytf.schedules.recipe import ScheduleRecipe
 
     recipes = json.loads(Path(args.recipes).read_text())

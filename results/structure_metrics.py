@@ -88,12 +88,8 @@ def upward_imports(graph, layers) -> list[tuple[str, str]]:
 
 
 def op_names(python: str) -> set[str]:
-    code = "import json, polytf.ops.registry as r; print(json.dumps(list(r.supported_ops())))"
-    try:
-        return set(json.loads(subprocess.check_output([python, "-c", code], text=True, stderr=subprocess.DEVNULL)))
-    except subprocess.CalledProcessError:
-        code = "import json; from polytf.ops import supported_ops; print(json.dumps(list(supported_ops())))"
-        return set(json.loads(subprocess.check_output([python, "-c", code], text=True, stderr=subprocess.DEVNULL)))
+    code = "import json, polytf.ops as o; print(json.dumps(list(getattr(o, 'supported_ops', None) or __import__('polytf.ops.registry').ops.registry.supported_ops)()))"
+    return set(json.loads(subprocess.check_output([python, "-c", code], text=True, stderr=subprocess.DEVNULL)))
 
 
 def source_facts(view: Path, ops: set[str]) -> dict:

@@ -27,7 +27,9 @@ from polytf.bench.machine import describe_machine
 from polytf.bench.options import BenchOptions
 from polytf.bench.suite import Workload, resolve_entries
 from polytf.compiler.backends import Backend
-from polytf.compiler.model_builder import PreparedModel, stored_recipes
+from polytf.compiler.build_options import BuildOptions
+from polytf.compiler.preparation import PreparedModel
+from polytf.compiler.recorded_recipes import stored_recipes
 from polytf.config import CodegenConfig
 from polytf.errors import PolytfError
 from polytf.runtime.model import Model
@@ -164,21 +166,20 @@ class BenchRun(abc.ABC):
             KeyboardInterrupt: the tuning was interrupted.
         """
         budget = {"time_budget_s": self.options.time_budget_s} if self.options.time_budget_s is not None else {}
+        options = BuildOptions(threads=backend.threads, target=backend.name, cache_dir=self.cache_dir)
         started = time.perf_counter()
         report = model_tuner.tune_model(
             path,
+            options,
             trials=trials,
-            cache_dir=self.cache_dir,
-            threads=backend.threads,
             seed=self.options.seed,
             progress=tuning_progress(display, label),
             measure_model=False,  # the bench times the whole model itself, in alternating rounds
-            target=backend.name,
             **budget,
         )
         tune_wall_s = time.perf_counter() - started
         if report.interrupted:
             raise KeyboardInterrupt
         display.step(f"{label}: building the tuned model from its records")
-        cached = stored_recipes(prepared, None, self.cache_dir, backend.target, backend.threads, CodegenConfig())
+        cached = stored_recipes(prepared, options, backend.target, backend.threads, CodegenConfig())
         return backend.build_model(prepared, cached=cached), report, tune_wall_s

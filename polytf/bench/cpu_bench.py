@@ -30,7 +30,7 @@ from polytf.bench.options import BenchOptions
 from polytf.bench.peak import measure_fp32_peak
 from polytf.bench.suite import DEFAULT_SUITE, Workload
 from polytf.compiler.backends import Backend
-from polytf.compiler.model_builder import prepare_model
+from polytf.compiler.preparation import prepare_model
 from polytf.config import TuningConfig
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.ops.blas_threads import single_threaded_blas

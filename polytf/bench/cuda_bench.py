@@ -39,7 +39,7 @@ from polytf.bench.display import BenchDisplay
 from polytf.bench.options import BenchOptions
 from polytf.bench.suite import Workload
 from polytf.compiler.backends import Backend
-from polytf.compiler.model_builder import prepare_model
+from polytf.compiler.preparation import prepare_model
 from polytf.config import TuningConfig
 from polytf.errors import DependencyMissingError
 from polytf.model_zoo import run_graphdef_with_tensorflow

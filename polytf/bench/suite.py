@@ -232,7 +232,7 @@ def contraction_flops(path: str | os.PathLike) -> int | None:
     Raises:
         GraphError, ShapeError, UnsupportedOpError: the graph cannot be read or lowered.
     """
-    from polytf.compiler.model_builder import prepare_model
+    from polytf.compiler.preparation import prepare_model
     from polytf.poly.flops import contraction_flops as scop_flops
     from polytf.poly.flops import is_contraction
 

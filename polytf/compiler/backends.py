@@ -40,7 +40,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from polytf.compiler.model_builder import CachedRecipe, PreparedModel, build_model, compile_steps
+from polytf.compiler.build_options import TARGET_NAMES, BuildOptions
+from polytf.compiler.kernel_compilation import compile_steps
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
+from polytf.compiler.recorded_recipes import CachedRecipe
 from polytf.config import CUDA_EMULATION_ENVIRONMENT_VARIABLE, CodegenConfig, MeasurementConfig, default_thread_count
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.poly.scop import Scop
@@ -64,6 +68,7 @@ __all__ = [
     "CudaBackend",
     "KernelMeasurer",
     "select_backend",
+    "backend_of_options",
     "backend_for",
     "select_target",
     "target_threads",
@@ -73,8 +78,6 @@ __all__ = [
     "require_cuda",
 ]
 
-#: Target names ``polytf.load``, ``polytf.tune`` and ``--target`` accept.
-TARGET_NAMES = ("cpu", "cuda")
 #: The thread count GPU kernels are keyed, searched and measured with.
 CUDA_THREADS = 1
 
@@ -116,7 +119,7 @@ class Backend(abc.ABC):
         cached: Mapping[str, CachedRecipe] | None = None,
     ) -> Model:
         """Compile every kernel of ``prepared`` (its recipe in ``recipes``, else its record
-        in ``cached``, else the default recipe: :func:`~polytf.compiler.model_builder.compile_steps`)
+        in ``cached``, else the default recipe: :func:`~polytf.compiler.kernel_compilation.compile_steps`)
         and build the model.
 
         Raises:
@@ -255,6 +258,15 @@ def select_backend(name: str, codegen: CodegenConfig | None = None, threads: int
         PolytfError: an unknown name.
     """
     return backend_for(select_target(name, codegen), threads)
+
+
+def backend_of_options(options: BuildOptions, codegen: CodegenConfig | None = None) -> Backend:
+    """The backend ``options`` name (:func:`select_backend` with their target and thread count).
+
+    Raises:
+        DependencyMissingError: target ``"cuda"`` without CuPy or a GPU (and without the emulation).
+    """
+    return select_backend(options.target, codegen, options.thread_count())
 
 
 def target_threads(target: Target, threads: int) -> int:

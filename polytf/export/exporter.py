@@ -7,8 +7,8 @@
         out/model.weights  the weights, past the threshold (read by model_init)
         out/model.so       a shared library, when a C compiler for the target is installed
 
-The path from the graph is the one ``polytf.load`` takes (:func:`polytf.compiler.model_builder.prepare_model`,
-the cache's records for this target and thread count, :func:`~polytf.compiler.model_builder.compile_steps`),
+The path from the graph is the one ``polytf.load`` takes (:func:`polytf.compiler.preparation.prepare_model`,
+the cache's records for this target and thread count, :func:`~polytf.compiler.kernel_compilation.compile_steps`),
 except that kernels stop at optimised LLVM IR (:mod:`polytf.export.kernel_code`) and a C entry
 function replaces the Python runtime (:mod:`polytf.export.entry_functions`). XLA's ``tfcompile``
 (tensorflow/compiler/aot) does the same for TensorFlow graphs: an object file and a header that
@@ -38,12 +38,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from polytf.compiler.model_builder import compile_steps, prepare_model, stored_recipes
-from polytf.config import CodegenConfig, default_thread_count
+from polytf.compiler.build_options import BuildOptions
+from polytf.compiler.kernel_compilation import compile_steps
+from polytf.compiler.model_source import ModelSource
+from polytf.compiler.preparation import prepare_model
+from polytf.compiler.recorded_recipes import stored_recipes
+from polytf.config import CodegenConfig
 from polytf.errors import CompileError
 from polytf.export.c_header import header_text
 from polytf.export.entry_functions import entry_module, weights_symbol
@@ -53,6 +57,7 @@ from polytf.export.object_file import c_compiler, link_object, link_shared_libra
 from polytf.export.weights import DEFAULT_EMBED_LIMIT_BYTES, weights_file_header, weights_module
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
+from polytf.version import __version__
 
 __all__ = ["ExportedModel", "compile_model", "default_model_name"]
 
@@ -106,46 +111,40 @@ def default_model_name(path: str | os.PathLike) -> str:
 
 
 def compile_model(
-    model: str | os.PathLike,
+    source: ModelSource | str | os.PathLike,
     output_dir: str | os.PathLike,
+    options: BuildOptions | None = None,
+    *,
     name: str | None = None,
     target_triple: str | None = None,
     cpu: str | None = None,
     features: str | None = None,
-    threads: int | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    outputs: Sequence[str] | None = None,
-    signature: str | None = None,
-    fallback: bool = True,
     embed_limit_bytes: int = DEFAULT_EMBED_LIMIT_BYTES,
     shared_library: bool = True,
     progress: Callable[[str], None] | None = None,
-    storage: str | None = None,
     recipes: Mapping[str, ScheduleRecipe] | None = None,
 ) -> ExportedModel:
-    """Compile ``model`` ahead of time into ``output_dir`` (module docstring).
+    """Compile the model ``source`` ahead of time into ``output_dir`` (module docstring).
 
     Args:
-        model: frozen GraphDef (``.pb``/``.pbtxt``) or SavedModel directory.
+        source: the model: a frozen GraphDef (``.pb``/``.pbtxt``) or SavedModel directory, as
+            for :func:`polytf.load`.
         output_dir: where the files go (created if needed; files of the same name are replaced).
+        options: how it is built (default ``BuildOptions()``): the thread count whose tuning
+            records are used (default: the cores available; the program may run with any
+            thread count), the cache directory and storage they are read from; target
+            ``"cpu"`` only. ``fallback=False`` refuses a node polytf cannot compile while
+            reading the model (UnsupportedOpError); True (default) refuses it after lowering,
+            naming every such node and why (an exported model cannot run host steps either way).
         name: C prefix of the symbols and stem of the files; default from the model's file name.
         target_triple: LLVM triple or ``aarch64``; default the host. Another architecture is
             cross-compiled: its kernels use records tuned on such a machine (copied into the
             cache), else their default recipes for that target's vector lanes and registers.
         cpu, features: LLVM CPU name and features (default the host's; ``generic`` and the
             CPU's own features for a cross target).
-        threads: the thread count whose tuning records are used (default: the cores
-            available); the program may run with any thread count.
-        cache_dir, input_shapes, outputs, signature: as for :func:`polytf.load`.
-        fallback: False refuses a node polytf cannot compile while reading the model
-            (UnsupportedOpError); True (default) refuses it after lowering, naming every
-            such node and why (an exported model cannot run host steps either way).
         embed_limit_bytes: weights larger than this go to ``NAME.weights``.
         shared_library: also link ``NAME.so`` when a C compiler for the target is installed.
         progress: called with each kernel's name as it is compiled.
-        storage: a ``postgresql://`` URL whose tuning records are used instead of the cache
-            directory's (default ``$POLYTF_STORAGE``; :func:`polytf.load`).
         recipes: kernel name -> the recipe to compile it with, before any record (as
             :func:`polytf.compiler.model_builder.build_model` takes them).
 
@@ -153,22 +152,25 @@ def compile_model(
         What was written.
 
     Raises:
-        CompileError: an invalid name or triple, a node that only runs on the host, or a
-            failed link.
+        CompileError: an invalid name or triple, a target other than ``"cpu"``, a node that
+            only runs on the host, or a failed link.
         GraphError, UnsupportedOpError, ShapeError: as :func:`polytf.load`.
         CacheError, DependencyMissingError: a storage URL that cannot be used.
     """
-    name = name or default_model_name(model)
+    source, options = ModelSource.of(source), options or BuildOptions()
+    name = name or default_model_name(source.path)
     if not _C_IDENTIFIER.fullmatch(name):
         raise CompileError(f"--name {name!r} is not a C identifier (letters, digits and _, not starting with a digit)")
+    if options.target != "cpu":
+        raise CompileError(f"an exported model runs on the CPU (target_triple chooses which); target {options.target!r} cannot be exported")
     codegen = CodegenConfig()
     target = CpuTarget(codegen, cpu_name=cpu, features=features, triple=target_triple)
-    threads = int(threads or default_thread_count())
-    source = Path(model).name
-    prepared = prepare_model(model, input_shapes, outputs, fallback=fallback, signature=signature)
-    cached = stored_recipes(prepared, storage, cache_dir, target, threads, codegen)
+    threads = options.thread_count()
+    model_file = Path(source.path).name
+    prepared = prepare_model(source, fallback=options.fallback)
+    cached = stored_recipes(prepared, options, target, threads, codegen)
     steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached, compiler=linkable_kernel(target))
-    layout = layout_model(prepared.graph, steps, source)
+    layout = layout_model(prepared.graph, steps, model_file)
     external = len(layout.weights) > embed_limit_bytes
 
     directory = Path(output_dir)
@@ -184,9 +186,7 @@ def compile_model(
     object_path = directory / f"{name}.o"
     _write_atomically(object_path, link_object(modules, public, target))
     header_path = directory / f"{name}.h"
-    from polytf.version import __version__
-
-    _write_atomically(header_path, header_text(layout, name, source, threads, target.triple, target.cpu_name, external, __version__).encode())
+    _write_atomically(header_path, header_text(layout, name, model_file, threads, target.triple, target.cpu_name, external, __version__).encode())
     weights_path = directory / f"{name}.weights"
     if external:
         _write_atomically(weights_path, weights_file_header(layout.tag, len(layout.weights)), layout.weights)

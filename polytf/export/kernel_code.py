@@ -50,7 +50,7 @@ class LinkableKernel:
 
 
 def linkable_kernel(target: CpuTarget) -> Callable[[Scop, ScheduleRecipe, frozenset[str]], LinkableKernel]:
-    """A kernel compiler for :func:`polytf.compiler.model_builder.compile_steps` that returns
+    """A kernel compiler for :func:`polytf.compiler.kernel_compilation.compile_steps` that returns
     :class:`LinkableKernel` values for ``target``.
 
     The returned function raises ScheduleError (an illegal recipe), CodegenError and

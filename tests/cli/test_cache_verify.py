@@ -16,7 +16,8 @@ from tensorboard.compat.proto import graph_pb2
 
 from polytf.autotune import record_verification
 from polytf.cli import main
-from polytf.compiler.model_builder import cache_key, prepare_model
+from polytf.compiler.preparation import prepare_model
+from polytf.compiler.recorded_recipes import cache_key
 from polytf.config import CodegenConfig
 from polytf.errors import TuningError
 from polytf.schedules.recipe import ScheduleRecipe

@@ -82,7 +82,7 @@ def test_ctrl_c_keeps_finished_trials_and_leaves_none_running(frozen_model, tmp_
 
 
 def test_failed_trials_are_listed_grouped_by_cause():
-    from polytf.cli import summarize_failures
+    from polytf.cli.tune import summarize_failures
 
     failures = ["trial 3: signal 11 (SIGSEGV)", "trial 5: timed out after 10 s", "trial 7: signal 11 (SIGSEGV)", "trial 8: LLVM abort: LLVM ERROR: x"]
     assert summarize_failures(failures) == "trials 3, 7: signal 11 (SIGSEGV); trial 5: timed out after 10 s; trial 8: LLVM abort: LLVM ERROR: x"

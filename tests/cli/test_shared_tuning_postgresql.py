@@ -17,7 +17,7 @@ from postgresql_server import free_port
 from system_tools import require_module
 
 import polytf
-from polytf.compiler.model_builder import prepare_model
+from polytf.compiler.preparation import prepare_model
 from polytf.storage.database_storage import RECORDS_TABLE
 
 TRIALS = 3

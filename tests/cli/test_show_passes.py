@@ -19,7 +19,7 @@ def test_help_describes_passes(capsys):
 @pytest.mark.tensorflow
 def test_show_passes_prints_counts_per_pass_and_totals(tmp_path, capsys):
     pytest.importorskip("tensorflow")
-    from polytf.compiler.model_builder import prepare_graph
+    from polytf.compiler.preparation import prepare_graph
     from polytf.frontend import load_graph
     from polytf.model_zoo import write_model
 

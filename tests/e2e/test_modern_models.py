@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 import polytf  # noqa: E402
-from polytf.compiler.model_builder import prepare_model  # noqa: E402
+from polytf.compiler.preparation import prepare_model  # noqa: E402
 
 INPUT = "input"
 OUTPUT = "Identity"

@@ -51,7 +51,7 @@ def _child(path: str, write_end: int) -> None:
     import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
-    from polytf.compiler.model_builder import prepare_model
+    from polytf.compiler.preparation import prepare_model
     from polytf.errors import PolytfError
 
     try:
@@ -104,7 +104,7 @@ def run_case(seed: int, folder: str, time_limit_s: float) -> Outcome:
 
 
 def run(cases: int, seed: int, time_limit_s: float) -> list[Outcome]:
-    import polytf.compiler.model_builder  # noqa: F401 - imported once, before forking
+    import polytf.compiler.preparation  # noqa: F401 - imported once, before forking
 
     with tempfile.TemporaryDirectory() as folder:
         return [run_case(seed + index, folder, time_limit_s) for index in range(cases)]

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_device_bench_verifies_and_times_the_default_recipe(cupy, matmul_model):
-    from polytf.compiler.model_builder import prepare_model
+    from polytf.compiler.preparation import prepare_model
     from polytf.config import MeasurementConfig
     from polytf.runtime.cpu.kernel_bench import reference_data
     from polytf.runtime.cuda.backend import CupyBackend
@@ -32,7 +32,7 @@ def test_device_bench_verifies_and_times_the_default_recipe(cupy, matmul_model):
 
 def test_a_cuda_worker_measures_candidates(cupy, matmul_model):
     from polytf.autotune.isolation import CandidateEvaluator
-    from polytf.compiler.model_builder import prepare_model
+    from polytf.compiler.preparation import prepare_model
     from polytf.runtime.cpu.kernel_bench import Measurement
     from polytf.targets.cuda import CudaTarget
 

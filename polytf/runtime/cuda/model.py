@@ -219,4 +219,3 @@ class CudaModel(Model):
         with self._bound_context(inputs) as context:
             latencies = context.kernel_latencies(repeats, warmup)
         return list(zip(self.kernels, latencies))
-

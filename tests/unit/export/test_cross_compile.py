@@ -15,7 +15,11 @@ from graphdef_builders import write_matmul_graphdef
 from system_tools import require_tool
 
 import polytf
-from polytf.compiler.model_builder import cache_key, default_recipe, prepare_model
+from polytf.compiler.build_options import BuildOptions
+from polytf.compiler.kernel_compilation import default_recipe
+from polytf.compiler.model_source import ModelSource
+from polytf.compiler.preparation import prepare_model
+from polytf.compiler.recorded_recipes import cache_key
 from polytf.config import CodegenConfig
 from polytf.errors import CompileError
 from polytf.export import compile_model
@@ -62,7 +66,7 @@ def test_aarch64_target_reads_its_vector_width_and_registers_and_keys_its_record
 
 
 def test_aarch64_object_has_the_arm_machine_and_only_the_entry_points(matmul_model, tmp_path):
-    exported = compile_model(matmul_model[0], tmp_path, target_triple="aarch64", cpu="neoverse-n1", threads=THREADS, cache_dir=tmp_path / "cache")
+    exported = compile_model(matmul_model[0], tmp_path, BuildOptions(threads=THREADS, cache_dir=tmp_path / "cache"), target_triple="aarch64", cpu="neoverse-n1")
     assert exported.triple == "aarch64-unknown-linux-gnu" and exported.tuned_kernels == ()
     readobj = require_tool("llvm-readobj", "reads the ELF header of cross-compiled objects (Debian: llvm)", LLVM_TOOLS)
     nm = require_tool("llvm-nm", "lists the symbols of cross-compiled objects (Debian: llvm)", LLVM_TOOLS)
@@ -77,7 +81,7 @@ def test_aarch64_object_has_the_arm_machine_and_only_the_entry_points(matmul_mod
 
 def test_aarch64_programs_run_under_qemu_and_match(matmul_model, tmp_path):
     model, weights = matmul_model
-    exported = compile_model(model, tmp_path, target_triple="aarch64", threads=THREADS, cache_dir=tmp_path / "cache")
+    exported = compile_model(model, tmp_path, BuildOptions(threads=THREADS, cache_dir=tmp_path / "cache"), target_triple="aarch64")
     toolchain = aarch64_toolchain()
     assert exported.shared_library_path is not None and exported.shared_library_path.is_file()
     x = np.random.default_rng(7).standard_normal((19, 67)).astype(np.float32)
@@ -87,7 +91,8 @@ def test_aarch64_programs_run_under_qemu_and_match(matmul_model, tmp_path):
 
     embedding = tmp_path / "embedding.pb"
     table = write_embedding_graphdef(embedding)
-    exported = compile_model(embedding, tmp_path / "embedding", target_triple="aarch64", threads=1, cache_dir=tmp_path / "cache", outputs=["out", "ids_out"])
+    source = ModelSource(embedding, outputs=["out", "ids_out"])
+    exported = compile_model(source, tmp_path / "embedding", BuildOptions(threads=1, cache_dir=tmp_path / "cache"), target_triple="aarch64")
     check_gather_program(exported, toolchain, table, np.array([9, 0, 4, 4, 2, 8], np.int32), bad_ids=(10,), position=0)
 
 
@@ -95,7 +100,7 @@ def test_aarch64_programs_run_under_qemu_and_match(matmul_model, tmp_path):
 @pytest.mark.slow
 def test_cifar_cnn_cross_compiled_matches_tensorflow_under_qemu(frozen_model, tmp_path):
     model = frozen_model("cifar_cnn")
-    exported = compile_model(model, tmp_path, target_triple="aarch64", cpu="neoverse-n1", threads=THREADS, cache_dir=tmp_path / "cache")
+    exported = compile_model(model, tmp_path, BuildOptions(threads=THREADS, cache_dir=tmp_path / "cache"), target_triple="aarch64", cpu="neoverse-n1")
     toolchain = aarch64_toolchain()
     image = np.random.default_rng(8).standard_normal((1, 32, 32, 3)).astype(np.float32)
     run = run_program(exported, build_program(exported, toolchain), {"input": image}, toolchain, threads=THREADS)

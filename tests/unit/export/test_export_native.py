@@ -14,6 +14,8 @@ from exported_programs import build_program, check_gather_program, native_toolch
 from graphdef_builders import write_matmul_graphdef
 
 import polytf
+from polytf.compiler.build_options import BuildOptions
+from polytf.compiler.model_source import ModelSource
 from polytf.errors import CompileError
 from polytf.export import STATUS_CODES, compile_model
 
@@ -27,8 +29,9 @@ def matmul_model(tmp_path_factory) -> tuple[Path, np.ndarray]:
     return path, weights
 
 
-def _export(model: Path, directory: Path, **options):
-    return compile_model(model, directory, threads=THREADS, cache_dir=directory / "cache", **options)
+def _export(model: Path, directory: Path, outputs: list[str] | None = None, **options):
+    build = BuildOptions(threads=THREADS, cache_dir=directory / "cache")
+    return compile_model(ModelSource(model, outputs=outputs), directory, build, **options)
 
 
 def test_c_program_matches_polytf_load_bit_for_bit(matmul_model, tmp_path):
@@ -184,7 +187,7 @@ def test_readme_program_builds_and_prints_the_models_logits(frozen_model, tmp_pa
     program = readme.split("/* main.c */\n", 1)[1].split("```", 1)[0]
     model = frozen_model("cifar_cnn")
     out = tmp_path / "out"
-    exported = compile_model(model, out, name="cifar_cnn", threads=THREADS, cache_dir=tmp_path / "cache")
+    exported = compile_model(model, out, BuildOptions(threads=THREADS, cache_dir=tmp_path / "cache"), name="cifar_cnn")
     (tmp_path / "main.c").write_text(program)
     compiler = native_toolchain().compiler
     subprocess.run([compiler, "-O2", "-Iout", "main.c", str(exported.object_path.relative_to(tmp_path)), "-lgomp", "-lm", "-o", "main"], cwd=tmp_path, check=True)

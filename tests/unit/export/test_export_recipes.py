@@ -11,7 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polytf.compiler.model_builder import build_model, compile_steps, prepare_model
+from polytf.compiler.build_options import BuildOptions
+from polytf.compiler.kernel_compilation import compile_steps
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import prepare_model
 from polytf.config import CodegenConfig
 from polytf.export import compile_model
 from polytf.export.kernel_code import linkable_kernel
@@ -43,7 +46,7 @@ def test_exported_model_equals_jit_model_for_random_recipes(conv_model, tmp_path
     target = CpuTarget(CodegenConfig())
     recipes = draw_recipes(data, prepared, target)
     directory = tmp_path_factory.mktemp("export")
-    exported = compile_model(path, directory, threads=THREADS, cache_dir=directory / "cache", recipes=recipes)
+    exported = compile_model(path, directory, BuildOptions(threads=THREADS, cache_dir=directory / "cache"), recipes=recipes)
     assert exported.recipes == recipes
     jit = build_model(prepared, recipes, target=target, threads=THREADS)
     shape = exported.inputs[0].shape

@@ -11,7 +11,7 @@ import pytest
 from hand_built_graphs import build_graph, const, placeholder
 from tensorboard.compat.proto import graph_pb2, types_pb2
 
-from polytf.compiler.model_builder import prepare_model
+from polytf.compiler.preparation import prepare_model
 from polytf.errors import ShapeError
 from polytf.frontend import graph_from_graphdef
 from polytf.frontend.lazy_tensor import LazyTensor

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from hand_built_graphs import GRAPHS, kernels_of
 
-from polytf.compiler.model_builder import PreparedModel, build_model
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
 from polytf.config import GraphPassConfig
 from polytf.frontend import graph_from_graphdef
 from polytf.graph import Node

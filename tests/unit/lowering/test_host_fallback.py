@@ -14,7 +14,8 @@ import pytest
 
 import polytf
 from polytf.cli import main
-from polytf.compiler.model_builder import prepare_model
+from polytf.compiler.model_source import ModelSource
+from polytf.compiler.preparation import prepare_model
 from polytf.errors import ShapeError, UnsupportedOpError
 from polytf.lowering.host_fallback import HostExecutionError
 from polytf.ops import ELEMENTWISE, Arity, OpDefinition
@@ -86,14 +87,14 @@ def test_fallback_off_lists_the_host_nodes(host_ops, model_path, tmp_path):
 
 def test_a_lowering_that_fails_sends_its_node_to_the_host(host_ops, model_path, tmp_path):
     path = model_path("TestFailingLowering")
-    prepared = prepare_model(path, outputs=["out"])
+    prepared = prepare_model(ModelSource(path, outputs=["out"]))
     (host,) = prepared.host_nodes
     assert host.name == "middle" and "lowering failed" in host.reason and "no lowering" in host.reason
     model = polytf.load(path, cache_dir=tmp_path / "cache", outputs=["out"])
     x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
     np.testing.assert_allclose(model(x=x)["out"], np.maximum(x @ W + 1, 0), rtol=1e-5, atol=1e-6)
     with pytest.raises(UnsupportedOpError, match="middle"):
-        prepare_model(path, outputs=["out"], fallback=False)
+        prepare_model(ModelSource(path, outputs=["out"]), fallback=False)
 
 
 def test_a_host_result_of_the_wrong_shape_is_a_clear_error(host_ops, model_path, tmp_path):

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, const, kernels_of
 
-import polytf.compiler.model_builder as model_builder
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
 from polytf.config import MeasurementConfig
 from polytf.errors import IndexOutOfRangeError, ShapeError
 from polytf.graph import Node
+from polytf.lowering.host_fallback import lower_with_fallback
 from polytf.ops import lookup
 from polytf.ops.comparison import COMPARISONS
 from polytf.runtime.cpu.argument_table import ArgumentTable
@@ -160,8 +162,8 @@ def test_compiled_kernels_with_int_and_bool_arrays_match_the_reference():
 
 def _model(monkeypatch, tmp_path):
     graph, table, positions = _embedding_graph()
-    prepared = model_builder.PreparedModel(graph, *model_builder.lower_with_fallback(graph)[:2], ())
-    return model_builder.build_model(prepared, threads=2), table, positions
+    prepared = PreparedModel(graph, *lower_with_fallback(graph)[:2], ())
+    return build_model(prepared, threads=2), table, positions
 
 
 def test_a_model_with_int32_inputs_runs_and_matches_numpy(monkeypatch, tmp_path):

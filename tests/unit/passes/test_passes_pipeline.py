@@ -69,7 +69,7 @@ def test_pass_report_stays_importable_from_pruning_and_prints_counts():
 
 
 def test_compiled_kernels_of_the_optimized_graph_match_the_original_graph():
-    from polytf.compiler.model_builder import default_recipe
+    from polytf.compiler.kernel_compilation import default_recipe
     from polytf.lowering.lowered_kernel import lower_group
     from polytf.passes.fusion import partition
     from polytf.runtime.cpu.compiled_model import CompiledModel
@@ -90,7 +90,8 @@ def test_compiled_kernels_of_the_optimized_graph_match_the_original_graph():
 
 @pytest.mark.tensorflow
 def test_prepare_model_runs_the_passes_and_keeps_results(frozen_model):
-    from polytf.compiler.model_builder import build_model, prepare_model
+    from polytf.compiler.model_builder import build_model
+    from polytf.compiler.preparation import prepare_model
     from polytf.model_zoo import run_graphdef_with_tensorflow
 
     path = frozen_model("conv_bias_relu")

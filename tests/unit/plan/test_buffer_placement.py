@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, const, placeholder
 
-from polytf.compiler.model_builder import PreparedModel, build_model
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
 from polytf.config import MeasurementConfig
 from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
 
-from polytf.compiler.model_builder import PreparedModel, build_model, constant_arrays
+from polytf.compiler.kernel_compilation import constant_arrays
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
 from polytf.config import MeasurementConfig
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition

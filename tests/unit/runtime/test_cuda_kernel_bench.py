@@ -13,6 +13,7 @@ from polytf.autotune.isolation import CandidateEvaluator
 from polytf.autotune.model_tuner import tune_model
 from polytf.autotune.tuner import KernelTuning
 from polytf.compiler.backends import cuda_unavailable_reason
+from polytf.compiler.build_options import BuildOptions
 from polytf.config import MeasurementConfig
 from polytf.errors import DependencyMissingError, TuningError
 from polytf.runtime.cpu.kernel_bench import reference_data
@@ -90,5 +91,5 @@ def test_a_cuda_worker_without_a_gpu_says_what_to_install():
 @pytest.mark.skipif(cuda_unavailable_reason() is None, reason="this machine has CuPy and a GPU")
 def test_tuning_for_cuda_without_a_gpu_fails_before_reading_the_model(tmp_path):
     with pytest.raises(DependencyMissingError, match="install cupy-cuda12x and run on a machine with an NVIDIA GPU"):
-        tune_model(tmp_path / "absent.pb", trials=1, cache_dir=tmp_path / "cache", target="cuda")
+        tune_model(tmp_path / "absent.pb", BuildOptions(cache_dir=tmp_path / "cache", target="cuda"), trials=1)
     assert not (tmp_path / "cache").exists()

@@ -15,7 +15,8 @@ from hand_built_graphs import build_graph, const, graph_matmul_bias_relu, placeh
 
 import polytf
 from polytf.compiler.backends import CudaBackend, cuda_unavailable_reason
-from polytf.compiler.model_builder import PreparedModel, build_model, prepare_model
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.errors import DependencyMissingError, GraphError, PolytfError, ShapeError
 from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group

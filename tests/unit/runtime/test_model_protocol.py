@@ -8,7 +8,7 @@ import pytest
 from hand_built_graphs import graph_matmul_bias_relu
 
 from polytf.compiler.backends import CpuBackend, CudaBackend
-from polytf.compiler.model_builder import PreparedModel
+from polytf.compiler.preparation import PreparedModel
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
 from polytf.runtime.cpu.compiled_model import CompiledModel

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, graph_matmul_bias_relu, reshaped_matmul_nodes
 
-from polytf.compiler.model_builder import PreparedModel, build_model
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
 from polytf.errors import GraphError, ShapeError
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hand_built_graphs import build_graph, const, graph_conv_bias_relu, placeholder
 
-from polytf.compiler.model_builder import PreparedModel, build_model
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
 from polytf.errors import ShapeError
 from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group

@@ -14,7 +14,10 @@ import pytest
 from graphdef_builders import write_matmul_graphdef
 
 import polytf
-from polytf.compiler.model_builder import PreparedModel, build_model, cache_key, cached_recipes, default_recipe, prepare_model
+from polytf.compiler.kernel_compilation import default_recipe
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel, prepare_model
+from polytf.compiler.recorded_recipes import cache_key, cached_recipes
 from polytf.config import CodegenConfig
 from polytf.errors import CacheWarning
 from polytf.schedules.recipe import ScheduleRecipe

@@ -19,7 +19,8 @@ from postgresql_server import free_port
 from system_tools import require_module
 
 import polytf
-from polytf.compiler.model_builder import cache_key, prepare_model
+from polytf.compiler.preparation import prepare_model
+from polytf.compiler.recorded_recipes import cache_key
 from polytf.config import CodegenConfig
 from polytf.errors import CacheError, CacheWarning, DependencyMissingError
 from polytf.storage.cache import KernelCache, TuningRecord

@@ -1,0 +1,200 @@
+"""The ``polytf`` command line: every command's arguments and their help.
+
+One subparser per command; the arguments that name a model and how to build it are
+declared once (:mod:`polytf.cli.model_options`). Parsing is all this module does: a
+command's module (:mod:`polytf.cli.tune`, ...) is imported only to run it, so that
+``polytf --help`` loads neither the compiler nor the tuner.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from polytf.cli.model_options import add_model_arguments, add_output_argument, add_storage_argument, add_target_argument
+from polytf.config import VERIFY_TIME_LIMIT_S, TuningConfig
+from polytf.durations import parse_duration
+from polytf.errors import PolytfError
+from polytf.version import __version__
+
+__all__ = ["build_parser"]
+
+
+def _duration_argument(text: str) -> float:
+    """``--time-budget`` as seconds (:func:`polytf.durations.parse_duration`), or argparse's error."""
+    try:
+        return parse_duration(text)
+    except PolytfError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command; ``command`` of the parsed arguments names the command's module."""
+    parser = argparse.ArgumentParser(prog="polytf", description="Polyhedral compiler and autotuner for frozen TensorFlow graphs (GraphDef .pb / .pbtxt).")
+    parser.add_argument("--version", action="version", version=f"polytf {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tune = commands.add_parser("tune", help="tune every kernel of a model and cache the winners", description="Compile a model, tune each kernel with an Optuna study (every candidate verified against numpy), and cache the best recipes.")
+    add_model_arguments(tune)
+    add_storage_argument(tune, reading_only=False)
+    tune.add_argument("--trials", type=int, help=f"candidate schedules per kernel (default {TuningConfig.trials})")
+    tune.add_argument(
+        "--time-budget",
+        type=_duration_argument,
+        metavar="DURATION",
+        help="tune for this much wall time instead of --trials per kernel, e.g. 600, 600s, 10m, 1h: trials go a few at a time to the "
+        "kernels whose improvement lowers the model's latency most (Ansor's task scheduler); kernels differing only in shape "
+        "warm-start from each other. Records are written as it goes and reused by the next run; with --retune every kernel "
+        "starts afresh within the budget",
+    )
+    add_target_argument(
+        tune,
+        "cpu (default): native code for this CPU. cuda: GPU kernels (PTX) for the current NVIDIA GPU, each candidate verified "
+        "and timed with CUDA events on it; needs CuPy (install cupy-cuda12x) and a GPU. Records are per target",
+    )
+    tune.add_argument("--retune", action="store_true", help="ignore cached records and tune again")
+    add_output_argument(tune)
+    tune.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the random test inputs")
+    tune.add_argument(
+        "--candidate-timeout",
+        type=float,
+        metavar="S",
+        help=f"wall-clock limit of one candidate (compile, verify, time) in its worker process; a candidate over it fails (default {TuningConfig.candidate_time_limit_s:g})",
+    )
+
+    run = commands.add_parser("run", help="run a model on inputs from .npy files", description="Run a model (tuned kernels from the cache, default recipes elsewhere) and write its outputs to an .npz file.")
+    add_model_arguments(run, inputs=False)
+    add_storage_argument(run)
+    run.add_argument("--input", action="append", metavar="NAME=FILE.npy", required=True, help="an input array (repeatable); its shape fixes the placeholder's")
+    run.add_argument("--output", required=True, metavar="OUT.npz", help="where to write the outputs (keyed by output node name)")
+    add_output_argument(run, "--fetch", "output node to compute")
+    add_target_argument(
+        run,
+        "cpu (default) or cuda: run on the current NVIDIA GPU (CuPy; install cupy-cuda12x), with the records of polytf tune --target cuda",
+    )
+
+    compile_ = commands.add_parser(
+        "compile",
+        help="compile a model ahead of time into an object file, a C header and a shared library",
+        description="Write DIR/NAME.o (every kernel with its tuned recipe from the cache, else its default recipe, the weights, and "
+        "an entry function NAME_run that runs the whole model), DIR/NAME.h (its C declarations, shapes and dtypes) and DIR/NAME.so "
+        "when a C compiler for the target is installed. A program links NAME.o with -lgomp -lm and needs no Python, TensorFlow "
+        "or polytf. --target-triple aarch64-unknown-linux-gnu cross-compiles for 64-bit Arm (NEON).",
+    )
+    add_model_arguments(compile_)
+    add_storage_argument(compile_)
+    compile_.add_argument("-o", "--output-dir", required=True, metavar="DIR", help="where to write the files (created if needed)")
+    compile_.add_argument("--name", help="C prefix of the symbols and stem of the files (default: from the model's file name)")
+    compile_.add_argument(
+        "--target-triple",
+        metavar="TRIPLE",
+        help="LLVM target triple (default: this machine), e.g. aarch64-unknown-linux-gnu (or aarch64) or x86_64-unknown-linux-gnu",
+    )
+    compile_.add_argument("--cpu", help="LLVM CPU name, e.g. neoverse-n1, znver4, generic (default: this CPU; generic for another triple)")
+    compile_.add_argument("--features", help="LLVM feature string, e.g. +neon,+sve or +avx2,+fma (default: this CPU's; the CPU's own for another triple)")
+    add_output_argument(compile_)
+    compile_.add_argument(
+        "--embed-weights-limit-mb",
+        type=float,
+        default=256.0,
+        metavar="MB",
+        help="weights up to this size go into the object's read-only data, larger ones to DIR/NAME.weights, read by NAME_init (default 256)",
+    )
+    compile_.add_argument("--no-shared-library", dest="shared_library", action="store_false", help="do not link DIR/NAME.so")
+
+    bench = commands.add_parser(
+        "bench",
+        help="time polytf against numpy, TensorFlow and XLA; write OUT.md/.json/.png",
+        description="For each entry and thread count: write the GraphDef, tune it, load it, verify it against numpy, then time polytf, "
+        "numpy, TensorFlow and TensorFlow+XLA with the same threads (baselines in a child process per thread count). "
+        "An entry is a zoo model spec (NAME or NAME:BATCH, matmul:MxKxN; models: mlp, cifar_cnn, odd_matmul, conv_bias_relu, "
+        "conv3x3_bias_relu_56, matmul, mobilenet_v2, transformer_encoder, resnet50, inception_v3, densenet121, efficientnet_b0) "
+        "or a .pb/.pbtxt file. Without entries: the suite (default issue3). The report also gives the untuned model's time, "
+        "GFLOP/s as a percentage of the measured float32 peak, and a per-kernel profile of each model.",
+    )
+    bench.add_argument("entries", nargs="*", metavar="ENTRY", help="zoo model spec (e.g. matmul:1024x1024x1024, cifar_cnn:32) or GraphDef file")
+    bench.add_argument(
+        "--suite", help="run a named suite (issue3, issue4, models, smoke, cuda); default issue3 when no ENTRY is given (cuda with --target cuda)"
+    )
+    add_target_argument(
+        bench,
+        "cpu (default): polytf against numpy, TensorFlow and XLA on this CPU. cuda: polytf's GPU kernels on the current NVIDIA GPU "
+        "(CuPy; install cupy-cuda12x): ms, TFLOP/s and %% of the GPU's FP32 peak, against cuBLAS (cupy.matmul) for a MatMul and cuDNN "
+        "(PyTorch, when installed) for a convolution, FP32 with TF32 off; outputs checked against TensorFlow on the CPU",
+    )
+    bench.add_argument("--threads", metavar="N[,N...]", help="thread counts for every entry, e.g. 1,2 (default: each entry's own, else 2)")
+    bench.add_argument("--trials", type=int, help="trials per kernel (default 20; with --target cuda, 0 measures the default recipes untuned)")
+    bench.add_argument("--rounds", type=int, default=5, help="timing rounds per system; the figure is the median of round medians (default 5)")
+    bench.add_argument("--repeats", type=int, default=30, help="timed calls per round (default 30)")
+    bench.add_argument("--warmup", type=int, default=3, help="untimed calls before each round (default 3)")
+    bench.add_argument(
+        "--out", help="report path without suffix: writes OUT.md, OUT.json, OUT.png (default results/bench, results/bench_cuda with --target cuda)"
+    )
+    bench.add_argument("--cache-dir", help="tuning-record cache to use and reuse (default: a fresh temporary cache, so every kernel is tuned)")
+    bench.add_argument(
+        "--no-tensorflow",
+        action="store_true",
+        help="do not time TensorFlow and XLA (with --target cuda: check polytf's outputs against numpy's references, not TensorFlow's)",
+    )
+    bench.add_argument("--seed", type=int, default=0, help="seed of the tuner and of the random inputs")
+    bench.add_argument(
+        "--time-budget", metavar="DURATION", help="wall-clock budget of tuning each model, e.g. 600, 600s, 10m, 1h (default: none)"
+    )
+
+    show = commands.add_parser(
+        "show",
+        help="show graph passes, kernels, schedule trees, loop ASTs and code",
+        description="Without --kernel: the model's kernels. With --passes: what each graph pass (pruning, identity removal, constant folding, "
+        "arithmetic simplification, batch-norm folding, common-subexpression elimination) changed, as node and edge counts before "
+        "and after, round by round, with totals. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly). "
+        "With --profile: each kernel's median time, FLOPs, GFLOP/s and % of the machine's measured float32 peak, and the whole call.",
+    )
+    add_model_arguments(show)
+    add_storage_argument(show)
+    show.add_argument("--passes", action="store_true", help="print node and edge counts before and after each graph pass, and the totals")
+    show.add_argument("--kernel", help="kernel name (as listed without --kernel)")
+    show.add_argument("--recipe", help="JSON recipe file (default: the cached record, else the default recipe)")
+    show.add_argument("--llvm", action="store_true", help="also print the optimised LLVM IR")
+    show.add_argument("--assembly", action="store_true", help="also print the host assembly (PTX with --target cuda)")
+    add_target_argument(
+        show,
+        "cpu (default) or cuda: the kernel's GPU schedule, launches, NVPTX IR and PTX (no GPU needed: PTX for --arch)",
+    )
+    show.add_argument("--arch", metavar="sm_XY", help="with --target cuda and no GPU: the compute capability to emit PTX for (default sm_80)")
+    show.add_argument(
+        "--profile",
+        action="store_true",
+        help="time each kernel of the model (cached recipes, seeded random inputs) and print its GFLOP/s and %% of the measured float32 peak",
+    )
+    show.add_argument("--repeats", type=int, default=10, help="timed calls per kernel and of the whole call with --profile (default 10)")
+
+    cache = commands.add_parser(
+        "cache",
+        help="list, locate, clear or verify tuning records",
+        description="Tuning records: list them (invalid ones with the reason; the default), print the cache directory, clear the "
+        "records and the studies no running tuner uses, or verify them (recompile each in a worker process and check it against "
+        "the numpy reference; exit status 1 if one fails).",
+    )
+    cache_directory_help = "cache directory (default: $POLYTF_CACHE_DIR or the user cache directory)"
+    cache.add_argument("--cache-dir", help=cache_directory_help)
+    actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    for name, text in (("list", "list every record (the default)"), ("path", "print the cache directory"), ("clear", "delete the records and idle studies")):
+        # SUPPRESS: an action's --cache-dir only overrides the one given before the action when it is given
+        actions.add_parser(name, help=text).add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
+    verify = actions.add_parser("verify", help="recompile every record in a worker process and check it against numpy")
+    verify.add_argument("models", nargs="*", metavar="MODEL", help="only the records tuned from these model files")
+    verify.add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
+    verify.add_argument(
+        "--time-limit", type=float, default=VERIFY_TIME_LIMIT_S, metavar="S", help=f"seconds per record's worker process (default {VERIFY_TIME_LIMIT_S:g})"
+    )
+
+    ops = commands.add_parser(
+        "ops",
+        help="list the TensorFlow ops polytf supports, or how each op of a model runs",
+        description="Without --model: every supported op (category, run-time dtypes, compiled or host). With --model: each op of "
+        "the model, its node count in the file and after the graph passes, and whether it is compiled, runs on the host "
+        "(and why) or is unsupported; exit status 1 when some op is unsupported.",
+    )
+    ops.add_argument("--model", help="a frozen GraphDef or SavedModel directory to report on")
+    ops.add_argument("--signature", metavar="NAME", help="SavedModel signature (default serving_default)")
+    ops.add_argument("--input", action="append", metavar="NAME:SHAPE", help="fix a placeholder's shape (repeatable)")
+    return parser
