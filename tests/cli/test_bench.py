@@ -206,9 +206,9 @@ def test_a_model_polytf_cannot_build_is_a_failed_row_and_the_run_goes_on(tmp_pat
     budgets = []
     original = model_tuner.tune_model
 
-    def tune_model(path, **options):  # records the budget; tune_model may not take it yet
-        budgets.append(options.pop("time_budget_s", None))
-        return original(path, **options)
+    def tune_model(path, options, **settings):  # records the budget; tune_model may not take it yet
+        budgets.append(settings.pop("time_budget_s", None))
+        return original(path, options, **settings)
 
     monkeypatch.setattr(model_tuner, "tune_model", tune_model)
     unsupported = tmp_path / "cumsum.pbtxt"
