@@ -88,8 +88,11 @@ def upward_imports(graph, layers) -> list[tuple[str, str]]:
 
 
 def op_names(python: str) -> set[str]:
-    code = "import json, polytf.ops as o; print(json.dumps(list(getattr(o, 'supported_ops', None) or __import__('polytf.ops.registry').ops.registry.supported_ops)()))"
-    return set(json.loads(subprocess.check_output([python, "-c", code], text=True, stderr=subprocess.DEVNULL)))
+    code = (
+        "import json\ntry:\n    from polytf.ops import supported_ops\nexcept ImportError:  # before the op table\n"
+        "    from polytf.ops.registry import supported_ops\nprint(json.dumps(list(supported_ops())))"
+    )
+    return set(json.loads(subprocess.check_output([python, "-c", code], text=True, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir())))
 
 
 def source_facts(view: Path, ops: set[str]) -> dict:
@@ -168,7 +171,8 @@ print(json.dumps([sorted(edges, key=edges.get), sorted(first_calls, key=first_ca
 
 def path_moves(python: str, layers) -> dict:
     """The call edges of ``polytf.load`` (see the module docstring), run in ``python``."""
-    output = subprocess.check_output([python, "-c", TRACE, "."], text=True, stderr=subprocess.DEVNULL)
+    # run outside any checkout: ``python -c`` puts the working directory first on sys.path
+    output = subprocess.check_output([python, "-c", TRACE, "."], text=True, stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir())
     edges, first_calls = json.loads(output.strip().splitlines()[-1])
 
     def module(file: str) -> str:

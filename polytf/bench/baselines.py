@@ -103,10 +103,11 @@ class NumpyGraph:
         for tensor in graph.types:
             ports.setdefault(split_tensor_name(tensor)[0], []).append(tensor)
         self._steps = []
+        placeholders = {placeholder.name for placeholder in graph.placeholders}
         for node in graph.nodes.values():
             definition = lookup(node.op)
             produced = sorted(ports.get(node.name, []), key=lambda t: split_tensor_name(t)[1])
-            if node.op == "Placeholder" or definition.category == NO_OUTPUT or not produced:
+            if node.name in placeholders or definition.category == NO_OUTPUT or not produced:
                 continue
             if all(t in self._constants for t in produced):
                 continue

@@ -35,8 +35,8 @@ from polytf.config import TuningConfig
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.ops.blas_threads import single_threaded_blas
 from polytf.poly.flops import contraction_flops
+from polytf.runtime.cpu.profile import DEPTHWISE, percent_of_peak, profile_model
 from polytf.runtime.cpu.profile import gflops as gflops_of
-from polytf.runtime.cpu.profile import percent_of_peak, profile_model
 from polytf.runtime.model import Model
 from polytf.runtime.sample_inputs import sample_inputs
 
@@ -68,23 +68,18 @@ def _ratio_to(systems: dict[str, dict[str, Any]], baseline: str) -> dict[str, fl
 
 
 def convolution_summary(profile: dict[str, Any]) -> dict[str, Any]:
-    """Median % of peak of a profile's Conv2D kernels by filter size (``"1x1"``, ``"3x3"``, ...)
-    and how many kernels each median is of; depthwise convolutions apart, under ``"depthwise"``.
+    """Median % of peak of a profile's convolution kernels by filter size (``"1x1"``, ``"3x3"``,
+    ...) and how many kernels each median is of; depthwise convolutions apart, under
+    ``"depthwise"`` (:attr:`~polytf.runtime.cpu.profile.KernelProfile.convolution`).
 
     Args:
         profile: :meth:`polytf.runtime.cpu.profile.ModelProfile.to_dict`.
     """
     groups: dict[str, list[float]] = {}
     for kernel in profile.get("kernels", []):
-        ops = {op for _, op in kernel["ops"]}
-        if kernel.get("percent_of_peak") is None or not kernel.get("filter_size"):
+        if kernel.get("percent_of_peak") is None or not kernel.get("filter_size") or not kernel.get("convolution"):
             continue
-        if "Conv2D" in ops:
-            key = "x".join(map(str, kernel["filter_size"]))
-        elif "DepthwiseConv2dNative" in ops:
-            key = "depthwise"
-        else:
-            continue
+        key = DEPTHWISE if kernel["convolution"] == DEPTHWISE else "x".join(map(str, kernel["filter_size"]))
         groups.setdefault(key, []).append(kernel["percent_of_peak"])
     return {key: {"median_percent_of_peak": statistics.median(values), "kernels": len(values)} for key, values in groups.items()}
 

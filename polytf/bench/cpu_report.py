@@ -12,6 +12,7 @@ from typing import Any
 
 from polytf.bench.machine import describe_blas, machine_summary
 from polytf.bench.report_format import BASELINE_LABELS, ReportFormat, first_line, markdown_table, milliseconds, plural
+from polytf.runtime.cpu.profile import DEPTHWISE
 
 __all__ = ["CPU_REPORT", "cpu_markdown", "columns", "peak_summary", "row_section", "format_gflops"]
 
@@ -230,7 +231,7 @@ def row_section(row: dict[str, Any]) -> list[str]:
             + ", ".join(f"{key} {_percent(summary[key]['median_percent_of_peak'])} ({plural(summary[key]['kernels'], 'kernel')})" for key in order)
             + "."
         )
-    layers = [kernel for kernel in kernels if any(op in ("Conv2D", "DepthwiseConv2dNative") for _, op in kernel["ops"])]
+    layers = [kernel for kernel in kernels if kernel.get("convolution_node")]
     if layers:
         lines += [
             "",
@@ -240,11 +241,11 @@ def row_section(row: dict[str, Any]) -> list[str]:
             "|---|---|---|---|---|---|---|---|",
         ]
         for kernel in layers:
-            node, op = next((node, op) for node, op in kernel["ops"] if op in ("Conv2D", "DepthwiseConv2dNative"))
+            node, op = kernel["convolution_node"]
             filter_size = "x".join(map(str, kernel["filter_size"])) if kernel.get("filter_size") else "-"
             output = " ".join("x".join(map(str, shape)) for shape in kernel["output_shapes"])
             lines.append(
-                f"| {node} | {'depthwise' if op == 'DepthwiseConv2dNative' else op} | {filter_size} | {output} | "
+                f"| {node} | {DEPTHWISE if kernel['convolution'] == DEPTHWISE else op} | {filter_size} | {output} | "
                 f"{kernel['median_s'] * 1e3:.3f} | {format_gflops(kernel.get('gflops'))} | {_percent(kernel.get('percent_of_peak'))} | "
                 f"{milliseconds(kernel.get('alone_median_s'))} |"
             )

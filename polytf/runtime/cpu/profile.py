@@ -22,13 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from polytf.ops import convolution_ops
+from polytf.ops import lookup
 from polytf.poly.flops import contraction_flops, is_contraction
 
-__all__ = ["KernelProfile", "ModelProfile", "profile_model", "CONVOLUTION_OPS"]
+__all__ = ["KernelProfile", "ModelProfile", "profile_model", "DEPTHWISE", "CONVOLUTION"]
 
-#: Ops whose kernels count as convolution layers (filter size from the statement's ``r0``, ``r1``).
-CONVOLUTION_OPS = convolution_ops()
+#: :attr:`KernelProfile.convolution` of a convolution that filters each channel on its own.
+DEPTHWISE = "depthwise"
+#: :attr:`KernelProfile.convolution` of a convolution whose outputs sum over input channels too.
+CONVOLUTION = "convolution"
 
 
 def gflops(flops: float, seconds: float) -> float | None:
@@ -53,7 +55,11 @@ class KernelProfile:
         flops: float32 operations of its contractions (0 when it has none).
         recipe: its schedule recipe, short form (``ScheduleRecipe.describe``).
         peak_gflops: the machine's peak the percentage is taken of (None: not measured).
-        filter_size: ``(KH, KW)`` of its first Conv2D / depthwise contraction, else None.
+        filter_size: ``(KH, KW)`` of its first convolution (an op whose weight layout has a
+            window: ``OpDefinition.weight_layout``), else None.
+        convolution: :data:`CONVOLUTION` or :data:`DEPTHWISE` (it sums over its window only)
+            for a kernel with a convolution, else None.
+        convolution_node: ``(node name, op type)`` of that convolution, else None.
         alone_median_s: median seconds of the kernel called alone, repeatedly (operands hot
             in the caches); None when not measured.
     """
@@ -67,6 +73,8 @@ class KernelProfile:
     peak_gflops: float | None = None
     filter_size: tuple[int, int] | None = None
     alone_median_s: float | None = None
+    convolution: str | None = None
+    convolution_node: tuple[str, str] | None = None
 
     @property
     def gflops(self) -> float | None:
@@ -77,11 +85,6 @@ class KernelProfile:
     def percent_of_peak(self) -> float | None:
         """:attr:`gflops` as a percentage of :attr:`peak_gflops` (None when either is missing)."""
         return percent_of_peak(self.gflops, self.peak_gflops)
-
-    @property
-    def convolution_op(self) -> str | None:
-        """``"Conv2D"`` or ``"DepthwiseConv2dNative"`` when the kernel computes one, else None."""
-        return next((op for _, op in self.ops if op in CONVOLUTION_OPS), None)
 
 
 @dataclass(frozen=True)
@@ -213,13 +216,25 @@ def _number(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _filter_size(scop: Any) -> tuple[int, int] | None:
+def _convolution(scop: Any) -> dict[str, Any]:
+    """:attr:`KernelProfile.filter_size`, ``convolution`` and ``convolution_node`` of ``scop``:
+    from its first contraction statement whose op's weight has a spatial window; the window
+    is its first two reduction iterators (``KH, KW``), and a depthwise convolution has no
+    other reduction (no sum over input channels)."""
     for statement in scop.statements:
-        if statement.op in CONVOLUTION_OPS and is_contraction(statement):
-            extents = dict(zip(statement.iterators, statement.extents))
-            if "r0" in extents and "r1" in extents:
-                return int(extents["r0"]), int(extents["r1"])
-    return None
+        definition = lookup(statement.op)
+        layout = definition.weight_layout if definition is not None else None
+        if layout is None or not layout.is_convolution or not is_contraction(statement):
+            continue
+        extents = dict(zip(statement.iterators, statement.extents))
+        window = statement.reduction_iterators
+        if len(window) >= 2:
+            return {
+                "filter_size": (int(extents[window[0]]), int(extents[window[1]])),
+                "convolution": DEPTHWISE if len(window) == len(layout.window_axes) else CONVOLUTION,
+                "convolution_node": (statement.node, statement.op),
+            }
+    return {}
 
 
 def profile_model(
@@ -262,8 +277,8 @@ def profile_model(
                 flops=contraction_flops(scop),
                 recipe=kernel.recipe.describe(),
                 peak_gflops=peak_gflops,
-                filter_size=_filter_size(scop),
                 alone_median_s=alone_median_s,
+                **_convolution(scop),
             )
         )
     ratios = [call.call_s / call.steps_s for call in calls if call.steps_s > 0]

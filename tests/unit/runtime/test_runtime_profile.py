@@ -15,7 +15,7 @@ from polytf.compiler.preparation import PreparedModel
 from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
-from polytf.runtime.cpu.profile import ModelProfile, profile_model
+from polytf.runtime.cpu.profile import CONVOLUTION, DEPTHWISE, ModelProfile, profile_model
 
 
 def conv_then_dense():
@@ -49,10 +49,10 @@ def test_one_row_per_kernel_in_execution_order(model):
     profile = profile_model(model, inputs, repeats=3, peak_gflops=100.0)
     assert [row.name for row in profile.kernels] == [kernel.scop.name for kernel in model.kernels]
     conv, *_, dense = profile.kernels
-    assert conv.convolution_op == "Conv2D" and conv.filter_size == (3, 3) and conv.output_shapes == ((1, 8, 8, 4),)
+    assert conv.convolution == CONVOLUTION and conv.convolution_node[1] == "Conv2D" and conv.filter_size == (3, 3) and conv.output_shapes == ((1, 8, 8, 4),)
     taps = sum(1 for d in range(8) for r in range(3) if 0 <= d + r - 1 < 8)  # SAME: border taps read padding
     assert conv.flops == 2 * taps * taps * 4 * 3
-    assert dense.flops == 2 * 64 * 5 and dense.convolution_op is None and dense.filter_size is None
+    assert dense.flops == 2 * 64 * 5 and dense.convolution is None and dense.filter_size is None
     assert profile.flops == sum(row.flops for row in profile.kernels)
     for row in profile.kernels:
         assert row.median_s > 0 and row.recipe == model.recipes[row.name].describe()
@@ -102,3 +102,14 @@ def test_profile_without_alone_timing(model):
     assert all(row.alone_median_s is None for row in profile.kernels)
     assert profile.alone_kernels_s is None and profile.alone_ratio is None
     assert "alone" not in profile.totals() and profile.rows()[0][4] == "-"
+
+
+def test_a_depthwise_convolution_is_told_from_a_convolution_by_its_reductions():
+    from hand_built_graphs import graph_depthwise
+
+    graph = graph_depthwise(shape=(1, 6, 6, 4))
+    groups = partition(graph)
+    model = build_model(PreparedModel(graph, groups, tuple(lower_group(graph, g) for g in groups), ()), threads=1)
+    inputs = {"x": np.random.default_rng(2).standard_normal((1, 6, 6, 4)).astype(np.float32)}
+    (row,) = profile_model(model, inputs, repeats=1, alone=False).kernels
+    assert row.convolution == DEPTHWISE and row.convolution_node == ("dw", "DepthwiseConv2dNative") and row.filter_size == (3, 3)
