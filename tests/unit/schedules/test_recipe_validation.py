@@ -5,8 +5,6 @@ limits, whatever the host."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from brute_force import violations
@@ -21,12 +19,14 @@ from polytf.poly.affine import AffineExpr
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
+from polytf.schedules import builder
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.marks import MicrokernelMark, ParallelMark, decode_mark
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.target_limits import TargetLimits
 from polytf.schedules.validation import MAX_UNROLL, validate_recipe
+from polytf.targets.compile_driver import emit_kernel
 from polytf.targets.llvm_codegen import parallel_pieces
 
 LIMITS = [AVX2_LIMITS, AVX512_LIMITS]
@@ -66,6 +66,18 @@ def max_middle_axis():
     return kernels_of(graph)[0]
 
 
+@pytest.fixture()
+def no_code_generation(monkeypatch):
+    """Makes any step after recipe validation fail the test: the recipe's data-layout copies
+    (the builder's first step once a recipe is valid) and the target's code emission."""
+
+    def forbidden(*arguments, **keywords):
+        raise AssertionError("code generation started for a recipe that validation should have refused")
+
+    monkeypatch.setattr(builder, "apply_data_layout", forbidden)
+    monkeypatch.setattr(type(TARGET), "emit", forbidden)
+
+
 @pytest.mark.parametrize(
     ("recipe", "message"),
     [
@@ -95,15 +107,13 @@ def max_middle_axis():
         (CpuRecipe(algorithm="winograd"), "algorithm = 'winograd' is invalid; allowed: direct, im2col"),
     ],
 )
-def test_invalid_recipes_name_the_field_and_the_allowed_values(fused_matmul, recipe, message):
-    started = time.perf_counter()
+def test_invalid_recipes_name_the_field_and_the_allowed_values(fused_matmul, recipe, message, no_code_generation):
     with pytest.raises(ScheduleError, match=message) as raised:
         schedule_scop(fused_matmul.scop, recipe, limits=AVX512_LIMITS)
     assert str(raised.value).startswith(f"kernel {fused_matmul.scop.name}: recipe field ")
-    assert time.perf_counter() - started < 1.0  # refused before any code generation
 
 
-def test_the_issue_records_are_refused_before_code_generation():
+def test_the_issue_records_are_refused_before_code_generation(no_code_generation):
     """Issue 9's cache record ``{"tile_sizes":[3,96],"register_tile_sizes":[3,32],"pack":["A2"]}``
     on the odd MatMul (A2 is its output): refused, on every path to code generation."""
     kernel = odd_matmul()
@@ -116,11 +126,9 @@ def test_the_issue_records_are_refused_before_code_generation():
     oversized_tile = ScheduleRecipe.from_dict({"tile_sizes": [3, 96], "register_tile_sizes": [3, 32], "pack": ["A1"]})
     with pytest.raises(ScheduleError, match=r"tile_sizes = \[3, 96\] is invalid; allowed: a multiple of d1's register tile 32 from 32 to 32"):
         TARGET.compile(kernel.scop, oversized_tile)
-    started = time.perf_counter()
     for bad in ({"unroll": 4294967296}, {"tile_sizes": [37, 256], "register_tile_sizes": [37, 256]}, {"tile_sizes": [256, 256], "register_tile_sizes": [256, 256]}):
         with pytest.raises(ScheduleError, match="recipe field (unroll|register_tile_sizes)"):
             TARGET.compile(kernel.scop, ScheduleRecipe.from_dict(bad))
-    assert time.perf_counter() - started < 1.0
     with pytest.raises(ScheduleError, match="a recipe must be a JSON object"):
         ScheduleRecipe.from_dict(None)
 
@@ -148,18 +156,18 @@ def test_register_tiles_must_fit_the_target_registers(registers, avx2, avx512):
                 validate_recipe(wide.scop, recipe, limits)
 
 
-def test_the_largest_register_tile_compiles_quickly():
+def test_the_largest_register_tile_emits_a_bounded_micro_kernel():
     """The cap bounds the unrolled micro-kernel: the host's largest tile (one accumulator
-    register per row), even without vectors (vector_width 1), compiles in seconds (a
-    256x256 tile took 32 s) and computes the reference."""
+    register per row), even without vectors (vector_width 1, every point a scalar), emits at
+    most 16 lines of LLVM IR per point of the tile (before the cap, a 256x256 tile took 32 s
+    to compile) and computes the reference."""
     rows, columns = TARGET.vector_registers, TARGET.vector_lanes
     kernel = kernels_of(graph_matmul_bias_relu(m=rows, k=4, n=columns))[0]
     for width in (0, 1):
         recipe = CpuRecipe(tile_sizes=(rows, columns), register_tile_sizes=(rows, columns), vector_width=width)
-        started = time.perf_counter()
+        assert len(emit_kernel(kernel.scop, recipe, TARGET).code.splitlines()) <= 16 * rows * columns
         result = roundtrip(kernel, recipe, threads=1)
         assert result.verdict == LEGAL and result.error is None
-        assert time.perf_counter() - started < 20.0
 
 
 def test_list_fields_are_normalised_to_tuples(fused_matmul):
