@@ -63,7 +63,8 @@ from polytf.poly.expression import Load
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
-from polytf.schedules.gpu_mapping import GpuLaunch, map_to_gpu
+from polytf.schedules.gpu_grid import GpuLaunch
+from polytf.schedules.gpu_mapping import map_to_gpu
 from polytf.schedules.gpu_search_space import default_gpu_recipe
 from polytf.schedules.legality import check_legality
 from polytf.schedules.marks import MicrokernelMark, ParallelMark
@@ -263,7 +264,7 @@ class ScheduledScop:
             (:mod:`polytf.plan.constant_layout`), and passes their results as
             read-only arguments.
         launch: for a GPU recipe, the grid, block and shared memory of the launch
-            (:class:`polytf.schedules.gpu_mapping.GpuLaunch`); None on the CPU.
+            (:class:`polytf.schedules.gpu_grid.GpuLaunch`); None on the CPU.
     """
 
     scop: Scop

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 from polytf.poly.scop import Scop
 from polytf.schedules.data_layout import can_zero_pad, im2col_applies
-from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, shared_memory_bytes, stageable_operands
+from polytf.schedules.gpu_grid import gpu_tiles, hardware_of
+from polytf.schedules.gpu_memory import shared_memory_bytes, stageable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import GpuRecipe
 from polytf.schedules.search_space import DimensionChoices, _order_text, _point_orders

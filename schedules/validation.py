@@ -45,7 +45,8 @@ from polytf.errors import ScheduleError
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import ALGORITHMS, apply_data_layout, can_zero_pad, im2col_applies, packable_operands
-from polytf.schedules.gpu_mapping import gpu_tiles, hardware_of, shared_memory_bytes, stageable_operands
+from polytf.schedules.gpu_grid import gpu_tiles, hardware_of
+from polytf.schedules.gpu_memory import shared_memory_bytes, stageable_operands
 from polytf.schedules.recipe import CpuRecipe, GpuRecipe, ScheduleRecipe, field_type_error
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.schedules.target_limits import GRID_LIMITS, TargetLimits, round_up

@@ -29,7 +29,7 @@ from polytf.errors import CodegenError, CompileError
 from polytf.poly.access_bounds import array_bytes, required_bytes
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.builder import ScheduledScop
-from polytf.schedules.gpu_mapping import GpuLaunch
+from polytf.schedules.gpu_grid import GpuLaunch
 from polytf.schedules.gpu_search_space import GpuSearchSpace
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.target_limits import TargetLimits

@@ -19,7 +19,7 @@ CUDA printer (``cuda.c``):
   guarded by the loop's lower bound and condition.
 - Where isl generated no loop for a mapped dimension (one value in that part of the
   AST), each statement instance is guarded by its own coordinate
-  (:class:`~polytf.schedules.gpu_mapping.HardwareCoordinate`), so that it runs on one
+  (:class:`~polytf.schedules.gpu_grid.HardwareCoordinate`), so that it runs on one
   thread, not on all of them.
 - A barrier mark emits ``llvm.nvvm.barrier0`` after its subtree; it is never inside a
   threads mark (every thread of the block reaches it).
@@ -41,7 +41,8 @@ import llvmlite.ir as ir
 from polytf.errors import CodegenError
 from polytf.poly.affine import AffineExpr, affine_of_ast
 from polytf.poly.scop import Scop
-from polytf.schedules.gpu_mapping import SHARED_ALIGNMENT, GpuLaunch, HardwareCoordinate, shared_array_bytes
+from polytf.schedules.gpu_grid import GpuLaunch, HardwareCoordinate
+from polytf.schedules.gpu_memory import SHARED_ALIGNMENT, shared_array_bytes
 from polytf.schedules.marks import BarrierMark, GpuMark, mark_of
 from polytf.targets.llvm_codegen import KernelModuleBuilder, _children
 from polytf.targets.statement_codegen import F32, I32, I64, MEMORY_TYPES

@@ -43,7 +43,7 @@ class CopyKind(enum.Enum):
     #: :mod:`polytf.schedules.data_layout`)
     DATA_LAYOUT = "data_layout"
     #: a data-layout copy as the one statement of its own GPU launch (the launch
-    #: prologue, :attr:`polytf.schedules.gpu_mapping.GpuLaunch.prologue`): a main
+    #: prologue, :attr:`polytf.schedules.gpu_grid.GpuLaunch.prologue`): a main
     #: statement of that launch's Scop
     PROLOGUE = "prologue"
     #: stages an operand in a block's shared memory (:mod:`polytf.schedules.gpu_mapping`)

@@ -23,7 +23,8 @@ from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import CopyKind, IteratorRole, Statement
 from polytf.schedules.builder import build_ast, schedule_scop
-from polytf.schedules.gpu_mapping import gpu_tiles, stageable_operands
+from polytf.schedules.gpu_grid import gpu_tiles
+from polytf.schedules.gpu_memory import stageable_operands
 from polytf.schedules.gpu_search_space import GpuSearchSpace
 from polytf.schedules.marks import BarrierMark, GpuMark, decode_mark, mark_of
 from polytf.schedules.recipe import GpuRecipe, ScheduleRecipe
