@@ -80,15 +80,23 @@ def import_graph(view: Path):
     ``if TYPE_CHECKING:`` left out, as the contracts leave them out)."""
     import grimp
 
+    def polytf_modules() -> dict:
+        return {name: module for name, module in sys.modules.items() if name == "polytf" or name.startswith("polytf.")}
+
+    # grimp finds the package through the import system: the view's polytf stands in for the
+    # installed one while it reads, then the installed modules come back, the same objects (a
+    # second copy of a module would give the rest of the process a second copy of its classes)
+    installed = polytf_modules()
     sys.path.insert(0, str(view))
     try:
-        for name in [m for m in sys.modules if m == "polytf" or m.startswith("polytf.")]:
-            sys.modules.pop(name)  # grimp finds the package through the import system
+        for name in installed:
+            sys.modules.pop(name)
         return grimp.build_graph("polytf", exclude_type_checking_imports=True, cache_dir=None)
     finally:
         sys.path.remove(str(view))
-        for name in [m for m in sys.modules if m == "polytf" or m.startswith("polytf.")]:
+        for name in polytf_modules():
             sys.modules.pop(name)
+        sys.modules.update(installed)
 
 
 def import_cycles(graph) -> list[list[str]]:
