@@ -21,19 +21,10 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.constant_inputs import constant_input
+from polytf.ops.constant_inputs import constant_input, constant_scalar
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, Constant, Load
 from polytf.poly.statement import Statement
-
-
-def _scalar(node, value, what: str) -> int:
-    if value is None:
-        raise ShapeError(f"MatrixBandPart node '{node.name}': its {what} input must be a compile-time constant")
-    value = np.asarray(value)
-    if value.dtype.kind not in "iu" or value.size != 1:
-        raise ShapeError(f"MatrixBandPart node '{node.name}': {what} must be an int32/int64 scalar, got {value!r}")
-    return int(value.reshape(-1)[0])
 
 
 def band(node, lower_value, upper_value) -> tuple[int, int]:
@@ -42,7 +33,7 @@ def band(node, lower_value, upper_value) -> tuple[int, int]:
     Raises:
         ShapeError: not compile-time int scalars.
     """
-    return _scalar(node, lower_value, "num_lower"), _scalar(node, upper_value, "num_upper")
+    return constant_scalar(node, lower_value, "num_lower"), constant_scalar(node, upper_value, "num_upper")
 
 
 def infer(node, input_types, input_constants):

@@ -26,7 +26,7 @@ import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
-from polytf.ops.constant_inputs import constant_axis, constant_input
+from polytf.ops.constant_inputs import constant_input, constant_scalar
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.poly.expression import Access, AffineExpr, Load
 from polytf.poly.statement import Statement
@@ -56,7 +56,7 @@ def normalized_axis(node, rank: int, axis_value) -> int:
     Raises:
         ShapeError: ``axis`` is not a compile-time int scalar in ``[-rank, rank)``.
     """
-    axis = constant_axis(node, axis_value)
+    axis = constant_scalar(node, axis_value)
     if rank < 1:
         raise ShapeError(f"{node.op} node '{node.name}': cannot concatenate scalars")
     if not -rank <= axis < rank:

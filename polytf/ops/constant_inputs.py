@@ -44,17 +44,21 @@ def constant_input(node, context, index: int, what: str) -> np.ndarray:
     return np.asarray(value)
 
 
-def constant_axis(node, value) -> int:
-    """The compile-time value of an ``axis`` input: one int32/int64 scalar, not yet normalized.
+def constant_scalar(node, value, what: str = "axis") -> int:
+    """The compile-time value of a scalar int input (an ``axis``, MatrixBandPart's
+    ``num_lower``): one int32/int64 value.
+
+    Args:
+        what: the input's name in the op definition (for the message).
 
     Raises:
         ShapeError: unknown at compile time, or not one integer.
     """
     if value is None:
-        raise ShapeError(f"{node.op} node '{node.name}': its axis input must be a compile-time constant")
+        raise ShapeError(f"{node.op} node '{node.name}': its {what} input must be a compile-time constant")
     value = np.asarray(value)
     if value.dtype.kind not in "iu" or value.size != 1:
-        raise ShapeError(f"{node.op} node '{node.name}': axis must be an int32/int64 scalar, got {value!r}")
+        raise ShapeError(f"{node.op} node '{node.name}': {what} must be an int32/int64 scalar, got {value!r}")
     return int(value.reshape(-1)[0])
 
 
@@ -64,7 +68,7 @@ def axis_of(node, rank: int, value) -> int:
     Raises:
         ShapeError: not a compile-time int scalar in ``[-rank, rank)``.
     """
-    axis = constant_axis(node, value)
+    axis = constant_scalar(node, value)
     if not -rank <= axis < rank:
         raise ShapeError(f"{node.op} node '{node.name}': axis {axis} is out of range for an input of rank {rank} (allowed: [{-rank}, {rank}))")
     return axis % rank

@@ -167,7 +167,8 @@ def lower(node, inputs, outputs, context):
 #: filter ``[KH, KW, C, M]``: output channel ``c * M + m`` is axes 2 and 3; every output sums
 #: over ``KH, KW`` only.
 FILTER_LAYOUT = WeightLayout(
-    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (2, 3) if is_channels_last(node) else None, reduction_axes=lambda node: (0, 1)
+    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (2, 3) if is_channels_last(node) else None, reduction_axes=lambda node: (0, 1),
+    depthwise=True,
 )
 DEPTHWISE_CONV2D = OpDefinition(
     OP, CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: DepthwiseConv2dNative", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT

@@ -106,6 +106,8 @@ class WeightLayout:
         reduction_axes: ``reduction_axes(node)`` -> the weight axes every output element sums
             over (``Conv2D``: ``(0, 1, 2)``; depthwise: ``(0, 1)``; ``MatMul``: ``(0,)``, or
             ``(1,)`` with ``transpose_b``).
+        depthwise: a convolution that filters each input channel on its own (sums over its
+            window only: ``DepthwiseConv2dNative``).
     """
 
     input: int
@@ -114,15 +116,12 @@ class WeightLayout:
     window_axes: tuple[int, ...]
     channel_axes: AxesFunction
     reduction_axes: AxesFunction
+    depthwise: bool = False
 
     @property
     def is_convolution(self) -> bool:
         """A convolution: the weight has a spatial window."""
         return bool(self.window_axes)
-
-    def is_depthwise(self, node: Node) -> bool:
-        """A convolution that sums over its window only (each channel filtered on its own)."""
-        return self.is_convolution and self.reduction_axes(node) == self.window_axes
 
     def output_channels(self, node: Node, weight_shape: tuple[int, ...]) -> int | None:
         """The number of output channels of ``node`` with a weight of ``weight_shape``; None

@@ -184,7 +184,7 @@ def test_weight_layout_scales_output_channels_and_counts_flops(run_op, op):
     _, _, statements = run_op(node, [x, w])
     assert layout.flops(node, w.shape, y.shape) == sum(statement_flops(s) for s in statements)
     assert layout.is_convolution == (op in convolution_ops())
-    assert layout.is_depthwise(node) == (op == "DepthwiseConv2dNative")
+    assert layout.depthwise == (op == "DepthwiseConv2dNative") == (layout.is_convolution and layout.reduction_axes(node) == layout.window_axes)
 
 
 def test_a_weight_layout_needs_channels_last():
