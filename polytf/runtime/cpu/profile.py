@@ -218,9 +218,9 @@ def _number(value: float | None, spec: str) -> str:
 
 def _convolution(scop: Any) -> dict[str, Any]:
     """:attr:`KernelProfile.filter_size`, ``convolution`` and ``convolution_node`` of ``scop``:
-    from its first contraction statement whose op's weight has a spatial window; the window
-    is its first two reduction iterators (``KH, KW``), and a depthwise convolution has no
-    other reduction (no sum over input channels)."""
+    from its first contraction statement whose op's weight has a spatial window (the
+    ``weight_layout`` trait, which also says whether it is depthwise); the window is the
+    statement's first two reduction iterators (``KH, KW``)."""
     for statement in scop.statements:
         definition = lookup(statement.op)
         layout = definition.weight_layout if definition is not None else None
@@ -231,7 +231,7 @@ def _convolution(scop: Any) -> dict[str, Any]:
         if len(window) >= 2:
             return {
                 "filter_size": (int(extents[window[0]]), int(extents[window[1]])),
-                "convolution": DEPTHWISE if len(window) == len(layout.window_axes) else CONVOLUTION,
+                "convolution": DEPTHWISE if layout.depthwise else CONVOLUTION,
                 "convolution_node": (statement.node, statement.op),
             }
     return {}
