@@ -40,7 +40,7 @@ BARRIER = "barrier"
 HARDWARE_DIMENSIONS = ("x", "y", "z")
 
 
-def ast_iterators(dimensions: tuple[int, ...]) -> tuple[str, ...]:
+def _ast_iterators(dimensions: tuple[int, ...]) -> tuple[str, ...]:
     """The names isl's AST generator gives the loops of schedule dimensions ``dimensions``
     (``c{k}``, isl's default iterator prefix)."""
     return tuple(f"c{k}" for k in dimensions)
@@ -91,7 +91,7 @@ class ParallelMark(_EncodedMark):
     @property
     def iterators(self) -> tuple[str, ...]:
         """Names isl's AST generator gives the loops of these schedule dimensions."""
-        return ast_iterators(self.dimensions)
+        return _ast_iterators(self.dimensions)
 
     def name(self) -> str:
         return f"{PARALLEL} {','.join(self.iterators)}"
@@ -113,7 +113,7 @@ class GpuMark(_EncodedMark):
     @property
     def iterators(self) -> tuple[str, ...]:
         """Names isl's AST generator gives the loops of these schedule dimensions."""
-        return ast_iterators(self.dimensions)
+        return _ast_iterators(self.dimensions)
 
     def hardware_of(self, iterator: str) -> str | None:
         """The hardware dimension (``"x"``, ``"y"``, ``"z"``) AST iterator ``iterator`` is

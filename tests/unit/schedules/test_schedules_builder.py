@@ -9,6 +9,7 @@ from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, build_schedule
+from polytf.schedules.legality import check_legality
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 
@@ -108,7 +109,5 @@ def test_init_after_update_is_rejected():
     # program order is now "update then init": moving the init first must be illegal;
     # the builder keeps program order, so the legal schedule is built and verified
     build_schedule(reversed_scop, CpuRecipe())
-    from polytf.schedules.legality import check_legality
-
     with pytest.raises(ScheduleError, match="dependence"):
         check_legality(reversed_scop, build_schedule(scop, CpuRecipe(), check=False))
