@@ -1,7 +1,8 @@
-"""How polytf's code is structured, measured the same way on any checkout: writes a Markdown table.
+"""How polytf's code is structured, measured the same way on any checkout: prints a Markdown table.
 
     python results/structure_metrics.py                       # this checkout
-    python results/structure_metrics.py --root OLD --python OLD/.venv/bin/python --layers 61c8331
+    python results/structure_metrics.py --root OLD --python OLD/.venv/bin/python --layers 61c8331 --json old.json
+    python results/structure_metrics.py --baseline old.json   # this checkout beside the other
 
 For the tree at ``--root`` (its sources copied into their installed layout, as
 ``tests/layering.py`` does for the import contracts):
@@ -15,10 +16,13 @@ For the tree at ``--root`` (its sources copied into their installed layout, as
 * **op-name literals outside ops/**: string constants (docstrings aside) equal to a
   TensorFlow op type of polytf's op table, in package modules outside ``polytf/ops/``;
 * **the path from ``polytf.load`` to machine code**: ``polytf.load`` of the zoo MLP (batch 1,
-  empty cache) run under a profiler hook in ``--python``'s interpreter; every distinct call
-  edge between two polytf functions is recorded once, in the order first taken. A *move
-  between folders* is an edge whose caller and callee live in different folders; a move
-  *back up a layer* is one whose callee lives in a higher layer than its caller;
+  empty cache) run under a profiler hook in ``--python``'s interpreter (import-time code,
+  comprehensions and lambdas left out). Read as a newcomer reads it: every polytf function
+  once, in the order first called (a depth-first read of the call tree); a *reading move*
+  is a step from a function to the next one in another folder (and, a module at a time,
+  from a file to the next file opened). Also every distinct call edge between two polytf
+  functions: a *call between folders* has caller and callee in different folders, a *call
+  into a higher layer* a callee in a higher layer than its caller;
 * module sizes (lines) and function-local ``import`` statements.
 """
 
@@ -197,7 +201,14 @@ def path_moves(python: str, layers) -> dict:
         if a_file.rsplit("/", 1)[0] != b_file.rsplit("/", 1)[0]
         and (layer_of(module(b_file), layers) or 0) > (layer_of(module(a_file), layers) or 0)
     )
-    return {"edges": len(edges), "moves": moves, "up": up, "up_examples": examples, "functions": len(first_calls), "reading_moves": len(reading), "reading_up": reading_up}
+    # the same reading, a module at a time: each file opened once, in the order first entered
+    files = list(dict.fromkeys(file for file, _ in first_calls))
+    file_folders = [file.rsplit("/", 1)[0] for file in files]
+    file_moves = sum(1 for a, b in zip(file_folders, file_folders[1:]) if a != b)
+    return {
+        "edges": len(edges), "moves": moves, "up": up, "up_examples": examples, "functions": len(first_calls),
+        "reading_moves": len(reading), "reading_up": reading_up, "modules": len(files), "module_moves": file_moves,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable, help="an interpreter where that checkout's polytf is installed")
     parser.add_argument("--layers", choices=("contract", "61c8331"), default="contract", help="the layer table to measure against")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--baseline", type=Path, help="the --json of another run, printed beside this one")
     args = parser.parse_args(argv)
     layers = LAYERS_61C8331 if args.layers == "61c8331" else contract_layers(args.root)
     with tempfile.TemporaryDirectory() as directory:
@@ -226,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_path_functions": moves["functions"],
         "load_path_reading_moves_between_folders": moves["reading_moves"],
         "load_path_reading_moves_to_a_higher_layer": moves["reading_up"],
+        "load_path_modules": moves["modules"],
+        "load_path_module_reading_moves_between_folders": moves["module_moves"],
         "load_path_call_edges": moves["edges"],
         "load_path_call_edges_between_folders": moves["moves"],
         "load_path_calls_into_a_higher_layer": moves["up"],
@@ -233,9 +247,14 @@ def main(argv: list[str] | None = None) -> int:
         "largest_modules": ", ".join(f"{name} ({size})" for name, size in largest),
         "function_local_imports": facts["local_imports"],
     }
-    print(f"| figure ({args.root.resolve().name}, layers: {args.layers}) | value |\n|---|---|")
+    baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+    if baseline is None:
+        print(f"| figure (layers: {args.layers}) | value |\n|---|---|")
+    else:
+        print(f"| figure | {args.baseline.stem} | this tree (layers: {args.layers}) |\n|---|---|---|")
     for name, value in figures.items():
-        print(f"| {name.replace('_', ' ')} | {value} |")
+        before = "" if baseline is None else f" {baseline.get(name, '-')} |"
+        print(f"| {name.replace('_', ' ')} |{before} {value} |")
     details = {"cycles": cycles, "upward_imports": upward, "literals": facts["literals"], "upward_moves": moves["up_examples"]}
     for name, value in details.items():
         if value:

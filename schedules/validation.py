@@ -164,7 +164,8 @@ def _check_tiles(scop: Scop, tiles: tuple[int, ...], registers: tuple[int, ...],
 
 def _check_pack(scop: Scop, pack: tuple[str, ...], register_tiles: tuple[int, ...]) -> None:
     operands = packable_operands(scop) if pack else ()  # isl work: only when a recipe packs
-    registers = {f"d{k}" for k, size in enumerate(register_tiles) if size}
+    shared = anchor_statement(scop).output_iterators  # the shared dimensions, outermost first
+    registers = {shared[k] for k, size in enumerate(register_tiles) if size}
     packable = [array for array, iterators in operands if registers & set(iterators)]
     if len(set(pack)) != len(pack) or any(name not in packable for name in pack):
         every = [array for array, _ in operands]

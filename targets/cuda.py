@@ -287,11 +287,6 @@ class CudaTarget(Target):
         return self.device.multiprocessors
 
     @property
-    def registers_per_thread(self) -> int:
-        """32-bit registers one thread may use (the PTX ISA's limit)."""
-        return 255
-
-    @property
     def limits(self) -> TargetLimits:
         return TargetLimits(self.vector_lanes, self.vector_registers, self.device.max_threads_per_block, self.device.shared_memory_per_block)
 

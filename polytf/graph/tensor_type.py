@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-#: dtypes polytf compiles, by TensorFlow's name.
-SUPPORTED_DTYPES = ("float32", "int32")
-
 
 @dataclass(frozen=True)
 class TensorType:
@@ -38,10 +33,6 @@ class TensorType:
         for extent in self.shape:  # Python integers: no overflow on absurd shapes
             count *= int(extent)
         return count
-
-    @property
-    def size_bytes(self) -> int:
-        return self.element_count * np.dtype(self.dtype).itemsize
 
     def __str__(self) -> str:
         dims = ", ".join("?" if d is None else str(d) for d in self.shape)

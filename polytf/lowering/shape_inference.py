@@ -27,8 +27,6 @@ from polytf.ops.sources import placeholder_shape
 COMPUTE_DTYPE = "float32"
 #: dtypes of run-time tensors (generated code and the runtime's buffers).
 RUNTIME_DTYPES = ("float32", "int32", "int64", "bool")
-#: dtypes allowed for compile-time constant tensors read only as non-data inputs (e.g. Reshape's shape).
-CONSTANT_INDEX_DTYPES = ("int32", "int64")
 
 
 def infer_types(graph: Graph, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:

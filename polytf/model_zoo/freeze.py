@@ -284,8 +284,3 @@ def write_model_with_info(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(graph_def.SerializeToString(deterministic=True))
     return ZooModelInfo(info.name, info.input_name, info.input_shape, info.output_names, out, info.inputs, info.dtypes)
-
-
-def zoo_models() -> Sequence[str]:
-    """The names of the zoo's models."""
-    return MODEL_NAMES

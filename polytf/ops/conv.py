@@ -29,7 +29,8 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import REQUIRED, attr_ints, attr_string, is_channels_last
 from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
 from polytf.ops.traits import WeightLayout
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
 #: TensorFlow's padding schemes polytf compiles (EXPLICIT only for DepthwiseConv2dNative)

@@ -39,7 +39,8 @@ from polytf.ops.attributes import attr_string
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.conv import PADDINGS, Window, check_nhwc, nhwc_4tuple, window
 from polytf.ops.definition import REDUCTION, Arity, OpDefinition
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
 

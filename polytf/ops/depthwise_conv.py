@@ -32,7 +32,8 @@ from polytf.ops.attributes import attr_ints, attr_string, is_channels_last
 from polytf.ops.conv import PADDINGS, Window, check_nhwc, nhwc_4tuple, window
 from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
 from polytf.ops.traits import WeightLayout
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, FloorDiv, Load, Modulo
+from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
 OP = "DepthwiseConv2dNative"

@@ -32,7 +32,8 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.definition import REDUCTION, Arity, OpDefinition
-from polytf.poly.expression import Access, AffineExpr, DynamicIndex, Gather, Load
+from polytf.poly.affine import AffineExpr, DynamicIndex
+from polytf.poly.expression import Access, Gather, Load
 from polytf.poly.statement import Statement
 
 

@@ -34,7 +34,8 @@ from polytf.ops.attributes import attr_string
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
 from polytf.ops.pad import paddings_of
-from polytf.poly.expression import Access, AffineExpr, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
 
 

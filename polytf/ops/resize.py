@@ -40,7 +40,8 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
-from polytf.poly.expression import Access, AffineExpr, Binary, Constant, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
 #: Most statements a resize is lowered to (row pieces x column pieces).

@@ -22,7 +22,8 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
-from polytf.poly.expression import Access, AffineExpr, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
 
 

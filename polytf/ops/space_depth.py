@@ -29,7 +29,8 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int, attr_string
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
-from polytf.poly.expression import Access, AffineExpr, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
 
 

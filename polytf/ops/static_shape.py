@@ -39,7 +39,8 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.definition import REDUCTION, SOURCE, Arity, OpDefinition
-from polytf.poly.expression import Access, AffineExpr, Load
+from polytf.poly.affine import AffineExpr
+from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
 
 INDEX_DTYPES = ("int32", "int64")

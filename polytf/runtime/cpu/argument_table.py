@@ -15,7 +15,6 @@ Tables are not shared between threads: each execution context
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -90,11 +89,6 @@ class ArgumentTable:
             self._unbound += 1
         self._bound[slot] = None
         self.pointers[slot] = None
-
-    def bind_named(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """:meth:`bind` each ``{array name: array}``."""
-        for name, array in arrays.items():
-            self.bind(self._slots[name], array)
 
     def allocate_scratch(self) -> None:
         """Bind fresh zero-filled buffers to the kernel's scratch arrays (packed panels,

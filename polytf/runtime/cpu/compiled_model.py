@@ -90,7 +90,6 @@ class CompiledModel(Model):
             constants.constant(storage)
         self._constants = constants.values
         #: kernel-produced outputs are written straight into fresh arrays on each call
-        self._direct_outputs = plan.direct_outputs
         self._direct_output_types = tuple((s, shape, np.dtype(dtype)) for s, shape, dtype in plan.direct_output_types)
         self._placeholder_of = plan.placeholder_of
         self._plans = plan.kernel_plans
