@@ -153,22 +153,6 @@ def _runtime_gather(node, params, index_array, y, axis: int, context) -> Stateme
     return Statement(context.statement_name(), iterators, y.shape, Access.of(y.name, *iterators), value, node=node.name, op=node.op)
 
 
-def index_checks(scop) -> tuple[tuple[str, int, str], ...]:
-    """``(index array, table extent, node)`` of every run-time gather of ``scop``: the runtime
-    checks those arrays before the kernel runs."""
-    checks = []
-
-    def visit(expr, statement) -> None:
-        if isinstance(expr, Gather) and isinstance(expr.index, Load):
-            checks.append((expr.index.access.array, expr.extent, expr.node or statement.node))
-        for child in expr.children():
-            visit(child, statement)
-
-    for statement in scop.statements:
-        visit(statement.value, statement)
-    return tuple(dict.fromkeys(checks))
-
-
 #: not element-wise: a copy that anchors its own group
 GATHER_V2 = OpDefinition(
     "GatherV2", REDUCTION, infer, reference, lower, data_inputs=(0, 1), source="tensorflow/core/ops/array_ops.cc: GatherV2",

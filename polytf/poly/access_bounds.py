@@ -7,6 +7,10 @@ buffer of ``n_0 * ... * n_{k-1}`` elements is large enough for every address the
 kernel computes. The runtime checks each buffer against these sizes before it hands
 the buffer to native code (:mod:`polytf.runtime.cpu.argument_table`).
 
+An index read at run time (an embedding lookup's ids: a :class:`~polytf.poly.expression.Gather`)
+has no static bound: :func:`run_time_index_checks` names the arrays the runtime checks
+against their tables' extents before the kernel runs (:mod:`polytf.runtime.index_checks`).
+
 Source: access relations and their images, isl manual ("Sets and Relations",
 ``isl_union_set_apply``); a violation is reported as one sample point
 (``isl_set_sample_point``), not as the whole set.
@@ -21,6 +25,7 @@ import islpy as isl
 import numpy as np
 
 from polytf.errors import PolyhedralError
+from polytf.poly.expression import Gather, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import box_set
 
@@ -68,4 +73,20 @@ def required_bytes(scop: Scop) -> tuple[int, ...]:
     return tuple(array_bytes(info) for info in scop.arrays)
 
 
-__all__ = ["array_box", "array_bytes", "required_bytes"]
+def run_time_index_checks(scop: Scop) -> tuple[tuple[str, int, str], ...]:
+    """``(index array, table extent, node)`` of every gather of ``scop`` whose index is read
+    at run time, once each: the runtime checks those arrays before the kernel runs."""
+    checks = []
+
+    def visit(expr, statement) -> None:
+        if isinstance(expr, Gather) and isinstance(expr.index, Load):
+            checks.append((expr.index.access.array, expr.extent, expr.node or statement.node))
+        for child in expr.children():
+            visit(child, statement)
+
+    for statement in scop.statements:
+        visit(statement.value, statement)
+    return tuple(dict.fromkeys(checks))
+
+
+__all__ = ["array_box", "array_bytes", "required_bytes", "run_time_index_checks"]

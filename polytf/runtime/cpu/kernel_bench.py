@@ -17,6 +17,7 @@ from polytf.config import MeasurementConfig
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.plan.buffers import aligned_copy, aligned_empty
 from polytf.plan.constant_layout import packed_constants
+from polytf.poly.access_bounds import run_time_index_checks
 from polytf.poly.scop import Scop
 from polytf.runtime.cpu.argument_table import ArgumentTable
 from polytf.targets.cache_flush import cache_flusher
@@ -56,11 +57,10 @@ def reference_data(kernel: LoweredKernel, seed: int = 0) -> tuple[dict[str, np.n
     Returns:
         ``({input array name: value}, {output array name: expected value})``.
     """
-    from polytf.ops.gather import index_checks
 
     rng = np.random.default_rng(seed)
     constants = getattr(kernel, "constant_values", {})
-    extents = {array: extent for array, extent, _ in index_checks(kernel.scop)}
+    extents = {array: extent for array, extent, _ in run_time_index_checks(kernel.scop)}
 
     def draw(info) -> np.ndarray:
         if info.name in constants:
