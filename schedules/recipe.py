@@ -53,14 +53,14 @@ class ScheduleRecipe:
     :class:`CpuRecipe` or a :class:`GpuRecipe`; the core alone is not a recipe).
 
     The loop nest of a fusion group is an outer band shared by all its statements (the
-    leading output dimensions ``d*`` they have in common), then, per statement in program
+    leading output dimensions they have in common), then, per statement in program
     order, an inner band over its remaining iterators.
 
     Attributes:
         tile_sizes: per shared dimension, the tile size of the outer band; 0 leaves the
             dimension untiled (on the CPU its whole range is an outer loop shared by all
             statements; on the GPU one block covers it).
-        reduction_tile_sizes: per reduction iterator ``r*`` of the anchor statement (the
+        reduction_tile_sizes: per reduction iterator of the anchor statement (the
             statement with the most iterators), a tile size; 0 leaves it untiled.
         point_order: a permutation of the anchor statement's iterators; the anchor's
             inner band (a GPU thread's loops) follows it. Empty means natural order.
