@@ -12,7 +12,9 @@ digest). What keeps the study within ``trials``:
   this host has exited (a tuner killed mid-trial) is failed as abandoned, under the same
   lock (:func:`fail_abandoned_trials`), so it counts but never blocks the others;
 - Ctrl-C is held back while a trial is claimed or told (:func:`deferred_interrupt`), so
-  a trial is claimed and named, or told, entirely or not at all;
+  a trial is claimed and named, or told, entirely or not at all; a Ctrl-C held back during
+  a claim fails the trial just claimed (cause :data:`INTERRUPTED`) before it is delivered,
+  so an interrupted tuner leaves no trial running;
 - a tuner that has run out of trials waits for the others' running trials
   (:func:`wait_for_running_trials`) before it reads the result, so that every tuner of a
   study reports the same best recipe.
@@ -33,6 +35,9 @@ from contextlib import AbstractContextManager
 
 import optuna
 from optuna.trial import TrialState
+
+#: Cause stored on the trial that was running (or being claimed) when the tuner was interrupted.
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 #: Trial states that count towards a study's ``trials`` (everything but enqueued, unclaimed ones).
 COUNTED_STATES = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
@@ -71,13 +76,19 @@ def claim_trial(study: optuna.Study, lock: AbstractContextManager, trials: int) 
     Raises:
         CacheError: the lock cannot be acquired in time (a file or advisory lock's timeout).
     """
-    with deferred_interrupt(), lock:
-        fail_abandoned_trials(study)
-        if len(study.get_trials(deepcopy=False, states=COUNTED_STATES)) >= trials:
-            return None
-        trial = study.ask()
-        trial.set_user_attr("owner", owner_name())
-        return trial
+    trial = None
+    try:
+        with deferred_interrupt(), lock:
+            fail_abandoned_trials(study)
+            if len(study.get_trials(deepcopy=False, states=COUNTED_STATES)) >= trials:
+                return None
+            trial = study.ask()
+            trial.set_user_attr("owner", owner_name())
+    except KeyboardInterrupt:  # held back during the claim, delivered as the block ended
+        if trial is not None:
+            fail_interrupted_trial(study, trial)
+        raise
+    return trial
 
 
 def tell_trial(study: optuna.Study, trial: optuna.Trial, latency_s: float | None, failure: str | None) -> None:
@@ -89,6 +100,14 @@ def tell_trial(study: optuna.Study, trial: optuna.Trial, latency_s: float | None
             study.tell(trial, state=TrialState.FAIL)
         else:
             study.tell(trial, latency_s)
+
+
+def fail_interrupted_trial(study: optuna.Study, trial: optuna.Trial) -> None:
+    """Fail ``trial`` with cause :data:`INTERRUPTED`, unless it has finished already (a
+    Ctrl-C held back while it was told is delivered after the trial was told)."""
+    running = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if trial.number in running:
+        tell_trial(study, trial, None, INTERRUPTED)
 
 
 def _process_exists(pid: int) -> bool:
@@ -158,10 +177,12 @@ class UnlimitedWait(AbstractContextManager):
 
 __all__ = [
     "COUNTED_STATES",
+    "INTERRUPTED",
     "UnlimitedWait",
     "claim_trial",
     "deferred_interrupt",
     "fail_abandoned_trials",
+    "fail_interrupted_trial",
     "owner_name",
     "tell_trial",
     "wait_for_running_trials",

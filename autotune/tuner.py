@@ -33,7 +33,14 @@ import optuna
 from optuna.trial import TrialState
 
 from polytf.autotune.isolation import CandidateEvaluator
-from polytf.autotune.shared_study import claim_trial, owner_name, tell_trial, wait_for_running_trials
+from polytf.autotune.shared_study import (
+    INTERRUPTED,
+    claim_trial,
+    fail_interrupted_trial,
+    owner_name,
+    tell_trial,
+    wait_for_running_trials,
+)
 from polytf.config import CodegenConfig, MeasurementConfig, TuningConfig
 from polytf.errors import TuningError
 from polytf.lowering.lowered_kernel import LoweredKernel
@@ -44,8 +51,6 @@ from polytf.targets.target import Target
 
 optuna.logging.set_verbosity(logging.WARNING)
 
-#: Cause stored on the trial that was running when the tuner was interrupted.
-INTERRUPTED = "interrupted (Ctrl-C)"
 #: Shortest limit of a candidate cut by a time budget's end, seconds.
 MINIMUM_CANDIDATE_S = 1.0
 #: Cause stored on a trial whose candidate was stopped because a time budget ended.
@@ -432,7 +437,7 @@ class _StudyRun:
                     on_trial(number, recipe, None if failure else outcome, failure, self.best_s)
         except KeyboardInterrupt:
             if claimed is not None:
-                tell_trial(study, claimed, None, INTERRUPTED)
+                fail_interrupted_trial(study, claimed)
             return True
         return False
 

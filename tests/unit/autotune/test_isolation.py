@@ -16,7 +16,14 @@ from hand_built_graphs import graph_matmul_bias_relu, kernels_of
 from optuna.trial import TrialState
 
 from polytf.autotune.isolation import CandidateEvaluator, describe_exit, tuning_faults
-from polytf.autotune.shared_study import deferred_interrupt, fail_abandoned_trials
+from polytf.autotune.shared_study import (
+    INTERRUPTED,
+    claim_trial,
+    deferred_interrupt,
+    fail_abandoned_trials,
+    fail_interrupted_trial,
+    tell_trial,
+)
 from polytf.autotune.tuner import tune_kernel
 from polytf.autotune.worker import internal_error
 from polytf.config import MeasurementConfig
@@ -154,6 +161,35 @@ def test_a_claim_is_never_cut_in_half_by_ctrl_c():
             ran.append("the rest of the block")
     assert ran == ["the rest of the block"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+class InterruptedOnRelease:
+    """A study lock whose release meets a Ctrl-C (the SIGINT lands inside the claim's held-back block)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+
+
+def test_a_ctrl_c_held_back_during_a_claim_fails_the_trial_it_claimed(tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'studies.db'}", study_name="k")
+    with pytest.raises(KeyboardInterrupt):
+        claim_trial(study, InterruptedOnRelease(), trials=4)
+    (trial,) = study.trials
+    assert trial.state == TrialState.FAIL and trial.user_attrs["failure"] == INTERRUPTED
+
+
+def test_an_interrupted_trial_is_failed_unless_it_was_told_already():
+    study = optuna.create_study()
+    told, running = study.ask(), study.ask()
+    tell_trial(study, told, 1e-3, None)  # a Ctrl-C held back while this was told arrives after it
+    fail_interrupted_trial(study, told)
+    fail_interrupted_trial(study, running)
+    states = [(t.state, t.user_attrs.get("failure")) for t in study.trials]
+    assert states == [(TrialState.COMPLETE, None), (TrialState.FAIL, INTERRUPTED)]
 
 
 CONCURRENT_TUNER = """
