@@ -189,6 +189,6 @@ def lower(node, inputs, outputs, context):
 
 #: filter ``[KH, KW, C, O]``: output channel ``o`` is axis 3; every output sums over ``KH, KW, C``.
 FILTER_LAYOUT = WeightLayout(
-    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None, reduction_axes=lambda node: (0, 1, 2)
+    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None
 )
 CONV2D = OpDefinition("Conv2D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv2D", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT)

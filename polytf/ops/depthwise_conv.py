@@ -168,7 +168,7 @@ def lower(node, inputs, outputs, context):
 #: filter ``[KH, KW, C, M]``: output channel ``c * M + m`` is axes 2 and 3; every output sums
 #: over ``KH, KW`` only.
 FILTER_LAYOUT = WeightLayout(
-    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (2, 3) if is_channels_last(node) else None, reduction_axes=lambda node: (0, 1),
+    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (2, 3) if is_channels_last(node) else None,
     depthwise=True,
 )
 DEPTHWISE_CONV2D = OpDefinition(

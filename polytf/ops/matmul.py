@@ -69,6 +69,5 @@ WEIGHT_LAYOUT = WeightLayout(
     output_rank=2,
     window_axes=(),
     channel_axes=lambda node: (0,) if node.attr("transpose_b", False) else (1,),
-    reduction_axes=lambda node: (1,) if node.attr("transpose_b", False) else (0,),
 )
 MATMUL = OpDefinition("MatMul", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: MatMul", arity=Arity(2, 2), weight_layout=WEIGHT_LAYOUT)

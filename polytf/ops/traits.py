@@ -103,9 +103,6 @@ class WeightLayout:
             in row-major order (``Conv2D``: ``(3,)``; ``DepthwiseConv2dNative``: ``(2, 3)``,
             channel ``c * M + m``; ``MatMul``: ``(1,)``, or ``(0,)`` with ``transpose_b``);
             None when the node does not put channels on the output's last axis (NCHW).
-        reduction_axes: ``reduction_axes(node)`` -> the weight axes every output element sums
-            over (``Conv2D``: ``(0, 1, 2)``; depthwise: ``(0, 1)``; ``MatMul``: ``(0,)``, or
-            ``(1,)`` with ``transpose_b``).
         depthwise: a convolution that filters each input channel on its own (sums over its
             window only: ``DepthwiseConv2dNative``).
     """
@@ -115,7 +112,6 @@ class WeightLayout:
     output_rank: int
     window_axes: tuple[int, ...]
     channel_axes: AxesFunction
-    reduction_axes: AxesFunction
     depthwise: bool = False
 
     @property
@@ -143,12 +139,6 @@ class WeightLayout:
             raise ValueError(f"node '{node.name}' ({node.op}) does not put its output channels on the last axis")
         shape = [weight.shape[axis] if axis in axes else 1 for axis in range(weight.ndim)]
         return weight * scale.reshape(shape)
-
-    def flops(self, node: Node, weight_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> int:
-        """Floating-point operations of the contraction: a multiply and an add per output
-        element and reduced weight element, ``2 * |output| * prod(weight[reduction_axes])``."""
-        reduced = int(np.prod([weight_shape[axis] for axis in self.reduction_axes(node)], dtype=np.int64))
-        return 2 * int(np.prod(output_shape, dtype=np.int64)) * reduced
 
 
 __all__ = ["Algebra", "AxesFunction", "Forwarding", "Operation", "WeightLayout"]

@@ -28,7 +28,6 @@ from polytf.ops import (
 )
 from polytf.ops.table import OP_DEFINITIONS, OP_TABLE
 from polytf.poly.expression import Constant, Load
-from polytf.poly.flops import statement_flops
 
 OPS = supported_ops()
 RNG = np.random.default_rng(7)
@@ -170,7 +169,7 @@ WEIGHTED = {
 
 
 @pytest.mark.parametrize("op", sorted(WEIGHTED))
-def test_weight_layout_scales_output_channels_and_counts_flops(run_op, op):
+def test_weight_layout_scales_output_channels(op):
     definition = lookup(op)
     layout = definition.weight_layout
     node, x_shape, w_shape = WEIGHTED[op]
@@ -181,10 +180,8 @@ def test_weight_layout_scales_output_channels_and_counts_flops(run_op, op):
     scale = _rand(channels)
     (scaled,) = definition.reference(node, [x, layout.scale_weight(node, w, scale)])
     np.testing.assert_allclose(scaled, y * scale, rtol=1e-4, atol=1e-5)
-    _, _, statements = run_op(node, [x, w])
-    assert layout.flops(node, w.shape, y.shape) == sum(statement_flops(s) for s in statements)
     assert layout.is_convolution == (op in convolution_ops())
-    assert layout.depthwise == (op == "DepthwiseConv2dNative") == (layout.is_convolution and layout.reduction_axes(node) == layout.window_axes)
+    assert layout.depthwise == (op == "DepthwiseConv2dNative")
 
 
 def test_a_weight_layout_needs_channels_last():
