@@ -92,10 +92,12 @@ def anchor_roles(anchor: Statement, iterators: tuple[str, ...]) -> tuple[Iterato
     return tuple(anchor.roles[anchor.iterators.index(it)] for it in iterators)
 
 
-def _replace_load(expr: Expr, old: Access, new: Access) -> Expr:
+def replace_load(expr: Expr, old: Access, new: Access) -> Expr:
+    """``expr`` with every load of ``old`` reading ``new`` instead (the rewrite a copy into
+    scratch or shared memory makes of the statements that read the copied array)."""
     if isinstance(expr, Load):
         return Load(new) if expr.access == old else expr
-    return expr.map_children(lambda child: _replace_load(child, old, new))
+    return expr.map_children(lambda child: replace_load(child, old, new))
 
 
 # -- packing -------------------------------------------------------------------------------
@@ -140,7 +142,7 @@ def _pack(scop: Scop, anchor: Statement, recipe: ScheduleRecipe, name: str, valu
             f"(e.g. one input of a ConcatV2), so a panel over the whole tile would read outside {name}{list(source.shape)}"
         )
     copies.append(copy)
-    return _replace_load(value, access, Access(packed_name, index))
+    return replace_load(value, access, Access(packed_name, index))
 
 
 def reads_inside_box(scop: Scop, anchor: Statement, access: Access) -> bool:
@@ -229,7 +231,7 @@ def _im2col(scop: Scop, anchor: Statement, value: Expr, copies: list[Statement],
         _copy_statement_name(copies), iterators, shape, target, Load(access), node=anchor.node, roles=anchor_roles(anchor, iterators), copy_kind=CopyKind.DATA_LAYOUT
     )
     copies.append(copy)
-    return _replace_load(value, access, target)
+    return replace_load(value, access, target)
 
 
 # -- zero padding --------------------------------------------------------------------------
@@ -314,7 +316,7 @@ def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: li
             )
         )
         shifted = Access(padded_name, tuple(i + (-lo) for i, lo in zip(access.index, lows)))
-        value = _replace_load(value, access, shifted)
+        value = replace_load(value, access, shifted)
         guarded = guarded.intersect(in_bounds)
     if not guarded.is_equal(anchor.domain()):
         raise ScheduleError(f"kernel {scop.name}: cannot zero-pad statement {anchor.name}: its constraints do more than keep reads in bounds")
@@ -327,4 +329,4 @@ def _box_text(array: str, shape: tuple[int, ...]) -> str:
     return f"{{ {array}[{', '.join(names)}] : {bounds} }}"
 
 
-__all__ = ["SCRATCH", "ALGORITHMS", "apply_data_layout", "can_zero_pad", "im2col_applies", "im2col_window", "is_sum_of_products", "packable_operands", "plain_iterators", "reads_inside_box"]
+__all__ = ["SCRATCH", "ALGORITHMS", "apply_data_layout", "can_zero_pad", "im2col_applies", "im2col_window", "is_sum_of_products", "packable_operands", "plain_iterators", "reads_inside_box", "replace_load"]

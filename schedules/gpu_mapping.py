@@ -59,7 +59,7 @@ import islpy as isl
 from polytf.errors import ScheduleError
 from polytf.poly.scop import Scop
 from polytf.poly.statement import CopyKind, Statement
-from polytf.schedules.data_layout import _replace_load, apply_data_layout
+from polytf.schedules.data_layout import apply_data_layout, replace_load
 from polytf.schedules.gpu_grid import GpuLaunch, GpuTiles, gpu_tiles, insert_band, insert_threads, statement_mappings
 from polytf.schedules.gpu_memory import graft_copies, promote_accumulator, shared_array_bytes, stage_operand, stageable_operands
 from polytf.schedules.legality import check_legality, dependences_of
@@ -227,7 +227,7 @@ def map_to_gpu(scop: Scop, recipe: ScheduleRecipe, copy_recipe: Callable[[Scop],
         for array in recipe.shared_memory:
             staging, redirected = stage_operand(prepared, recipe, tiles, arrays, copies, array, anchor)
             (access,) = {a for a in anchor.value.loads() if a.array == array}
-            value = _replace_load(value, access, redirected)
+            value = replace_load(value, access, redirected)
             stagings.append(staging)
         rewritten = replace(anchor, value=value)
         try:

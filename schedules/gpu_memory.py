@@ -29,7 +29,7 @@ from polytf.poly.affine import AffineExpr, Modulo
 from polytf.poly.expression import Access, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import CopyKind, Statement
-from polytf.schedules.data_layout import SCRATCH, _replace_load, anchor_roles, apply_data_layout, plain_iterators
+from polytf.schedules.data_layout import SCRATCH, anchor_roles, apply_data_layout, plain_iterators, replace_load
 from polytf.schedules.gpu_grid import GpuTiles, HardwareCoordinate, StatementMapping, gpu_tiles, insert_band, insert_threads
 from polytf.schedules.marks import HARDWARE_DIMENSIONS, BarrierMark
 from polytf.schedules.recipe import ScheduleRecipe
@@ -262,7 +262,7 @@ def promote_accumulator(scop: Scop, recipe: ScheduleRecipe, tiles: GpuTiles) -> 
     extents = anchor.extents[:depth]
     load = Statement("PrivateLoad", shared, extents, access, Load(anchor.write), node=anchor.node, copy_kind=CopyKind.PRIVATE)
     store = Statement("PrivateStore", shared, extents, anchor.write, Load(access), node=anchor.node, copy_kind=CopyKind.PRIVATE)
-    rewritten = replace(anchor, write=access, value=_replace_load(anchor.value, anchor.write, access))
+    rewritten = replace(anchor, write=access, value=replace_load(anchor.value, anchor.write, access))
     statements = []
     for statement in scop.statements:
         statements += [load, rewritten, store] if statement.name == anchor.name else [statement]

@@ -57,7 +57,6 @@ def reference_data(kernel: LoweredKernel, seed: int = 0) -> tuple[dict[str, np.n
     Returns:
         ``({input array name: value}, {output array name: expected value})``.
     """
-
     rng = np.random.default_rng(seed)
     constants = getattr(kernel, "constant_values", {})
     extents = {array: extent for array, extent, _ in run_time_index_checks(kernel.scop)}
