@@ -127,6 +127,18 @@ class TuneReport:
         """Trials this run measured (concurrent tuners' trials of the same studies excluded)."""
         return sum(k.trials_here for k in self.kernels if k.status != "cached")
 
+    @property
+    def tuning_s(self) -> float:
+        """Seconds the kernels were tuned (their studies: defaults measured, candidates
+        compiled, verified and timed), the model's builds and timings excluded."""
+        return sum(k.tuning_s for k in self.kernels if k.status in ("tuned", "interrupted"))
+
+    @property
+    def trials_per_minute(self) -> float:
+        """Tuning throughput: :attr:`new_trials` per minute of :attr:`tuning_s` (NaN when
+        nothing was tuned)."""
+        return self.new_trials / self.tuning_s * 60 if self.tuning_s > 0 else float("nan")
+
 
 class TuningProgress:
     """Receives progress events (the CLI shows them with rich; the default is silent).

@@ -47,6 +47,7 @@ def load(
     target: str = "cpu",
     storage: str | None = None,
     *,
+    compile_cache: bool = True,
     options: BuildOptions | None = None,
 ) -> CompiledModel | CudaModel:
     """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
@@ -73,8 +74,12 @@ def load(
             that ``polytf tune --storage`` wrote to that database from any machine (those of
             this CPU, thread count and versions: they are in each record's key); nothing is
             read from the cache directory then. Needs ``pip install 'polytf[postgresql]'``.
-        options: ``cache_dir``, ``threads``, ``fallback``, ``target`` and ``storage`` as one
-            :class:`BuildOptions` (then without those arguments).
+        compile_cache: link each kernel from the object code kept in the cache directory by
+            an earlier load or tune (no isl, no LLVM: a warm load takes well under a second)
+            and keep the code of those compiled now; False (or ``POLYTF_NO_CODE_CACHE=1``)
+            compiles everything afresh and keeps nothing, for debugging. CPU only.
+        options: ``cache_dir``, ``threads``, ``fallback``, ``target``, ``storage`` and
+            ``compile_cache`` as one :class:`BuildOptions` (then without those arguments).
 
     Returns:
         With ``target="cuda"``: a :class:`~polytf.runtime.cuda.model.CudaModel` that keeps
@@ -98,7 +103,8 @@ def load(
     from polytf.compiler.loading import load_model  # the compiler: loaded on first use
 
     source = ModelSource.of(path, signature, input_shapes, outputs)
-    return load_model(source, BuildOptions.of(options, fallback=fallback, threads=threads, target=target, cache_dir=cache_dir, storage=storage))
+    settings = {"fallback": fallback, "threads": threads, "target": target, "cache_dir": cache_dir, "storage": storage, "compile_cache": compile_cache}
+    return load_model(source, BuildOptions.of(options, **settings))
 
 
 def tune(

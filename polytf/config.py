@@ -14,6 +14,9 @@ CACHE_DIR_ENVIRONMENT_VARIABLE = "POLYTF_CACHE_DIR"
 #: Environment variable naming the tuning storage (``postgresql://USER@HOST/DATABASE``): the
 #: Optuna studies and tuning records live in that database instead of the cache directory.
 STORAGE_ENVIRONMENT_VARIABLE = "POLYTF_STORAGE"
+#: Environment variable that, set to ``1``, turns the compiled-code cache off: every load
+#: compiles its kernels afresh and keeps no object code (``compile_cache=False``).
+NO_CODE_CACHE_ENVIRONMENT_VARIABLE = "POLYTF_NO_CODE_CACHE"
 #: Environment variable that overrides the number of threads kernels run on.
 THREADS_ENVIRONMENT_VARIABLE = "POLYTF_THREADS"
 

@@ -299,36 +299,73 @@ class CpuTarget(Target):
             raise CompileError(f"LLVM produced no entry point {name}")
         return address, engine
 
+    def compile_object(self, code: str, kernel: str) -> tuple[bytes, str]:
+        """Optimise LLVM IR text from :meth:`emit` and generate its relocatable object code,
+        with the target machine a JIT engine of this target uses (so that linking the object
+        with :meth:`link_object` gives the code MCJIT would have made from the IR).
+
+        Returns:
+            ``(object code, optimised LLVM IR text)``.
+
+        Raises:
+            CompileError: LLVM rejected the module.
+        """
+        with _LOCK:
+            module = self.optimise(code, kernel)
+            try:
+                object_code = self._create_target_machine().emit_object(module)
+            except RuntimeError as error:
+                raise CompileError(f"LLVM could not compile kernel {kernel}: {error}") from None
+        return object_code, str(module)
+
+    def link_object(self, object_code: bytes, symbol: str) -> tuple[int, llvm.ExecutionEngine]:
+        """Load object code from :meth:`compile_object` (this process, or a cached file of
+        the same target: :mod:`polytf.compiler.code_cache`) into a JIT engine and resolve its
+        entry point ``symbol`` (libgomp and libm calls against this process); returns the
+        address and the engine that owns the code (keep it alive as long as the address is
+        called). Takes about a millisecond: no LLVM optimisation, no code generation.
+
+        Raises:
+            CompileError: code for another target, an object LLVM cannot load, or no
+                ``symbol`` in it.
+        """
+        self._require_runs_here(symbol)
+        with _LOCK:
+            try:
+                engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self._create_target_machine())
+                engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+                engine.finalize_object()
+                address = engine.get_function_address(symbol)
+            except RuntimeError as error:
+                raise CompileError(f"LLVM could not load the object code of kernel {symbol}: {error}") from None
+        if not address:
+            raise CompileError(f"the object code has no entry point {symbol}")
+        return address, engine
+
     def compile_code(self, code: str, scop: Scop, scheduled: ScheduledScop, recipe: ScheduleRecipe) -> CompiledKernel:
         """Optimise LLVM IR text from :meth:`emit` (``scheduled`` is ``scop`` scheduled with
-        ``recipe``) and JIT-compile it (MCJIT).
+        ``recipe``), generate its object code (:meth:`compile_object`) and link it into this
+        process (:meth:`link_object`); the kernel keeps its object code for the code cache.
 
         Raises:
             CompileError: LLVM rejected the module or produced no entry point.
         """
         kernel = scheduled.scop
         self._require_runs_here(kernel.name)
-        # every access of the scheduled kernel stays inside its array: these sizes suffice
-        argument_bytes = required_bytes(kernel)
-        with _LOCK:
-            module = self.optimise(code, kernel.name)
-            try:
-                engine = llvm.create_mcjit_compiler(module, self._create_target_machine())
-                engine.finalize_object()
-                address = engine.get_function_address(kernel.name)
-            except RuntimeError as error:
-                raise CompileError(f"LLVM could not compile kernel {kernel.name}: {error}") from None
-        if not address:
-            raise CompileError(f"LLVM produced no entry point for kernel {kernel.name}")
+        object_code, optimised_ir = self.compile_object(code, kernel.name)
+        address, engine = self.link_object(object_code, kernel.name)
         return CompiledKernel(
             scop,
             recipe,
             KERNEL_FUNCTION_TYPE(address),
             arrays=kernel.arrays,
-            argument_bytes=argument_bytes,
-            llvm_ir=str(module),
+            # every access of the scheduled kernel stays inside its array: these sizes suffice
+            argument_bytes=required_bytes(kernel),
+            llvm_ir=optimised_ir,
             owner=engine,
             constant_copies=scheduled.constant_copies,
+            object_code=object_code,
+            symbol=kernel.name,
         )
 
     def assembly(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> str:

@@ -39,6 +39,9 @@ class CompiledKernel(Kernel):
             item size.
         function: ``void f(void** arrays, int64 threads)`` as a ctypes function.
         owner: objects that must outlive ``function`` (the JIT engine).
+        object_code: the relocatable object code ``function`` was linked from (what the code
+            cache stores; empty for code that was not made from an object).
+        symbol: the entry point's name in ``object_code``.
     """
 
     scop: Scop
@@ -49,6 +52,8 @@ class CompiledKernel(Kernel):
     llvm_ir: str = ""
     owner: object = field(default=None, repr=False)
     constant_copies: tuple[Statement, ...] = ()
+    object_code: bytes = field(default=b"", repr=False)
+    symbol: str = ""
 
     def __post_init__(self) -> None:
         if not self.arrays:

@@ -5,6 +5,8 @@
 building each (name, batch) at most once per session; tests using it are skipped when
 TensorFlow is not installed.
 
+``session_cache_dir`` (automatic) points ``POLYTF_CACHE_DIR`` at a folder of the session.
+
 ``postgresql_server`` starts a PostgreSQL server for the session and ``postgresql_url`` gives
 each test a new database on it (skipped without the binaries or the driver, except under
 ``POLYTF_REQUIRE_SYSTEM_TOOLS=1``: :mod:`system_tools`).
@@ -18,6 +20,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache_dir(tmp_path_factory: pytest.TempPathFactory):
+    """Every test that does not name a cache directory uses one of this session's, never the
+    user's: loads keep compiled kernels there, and a warm user cache would let a test skip
+    the compilation it means to check."""
+    previous = os.environ.get("POLYTF_CACHE_DIR")
+    os.environ["POLYTF_CACHE_DIR"] = str(tmp_path_factory.mktemp("polytf_cache"))
+    yield Path(os.environ["POLYTF_CACHE_DIR"])
+    if previous is None:
+        os.environ.pop("POLYTF_CACHE_DIR", None)
+    else:
+        os.environ["POLYTF_CACHE_DIR"] = previous
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,14 @@
-"""``polytf cache``: list, locate, clear or verify the tuning records of a cache directory.
+"""``polytf cache``: list, locate, clear or verify the tuning records and compiled kernels
+of a cache directory.
 
-``list`` (the default) shows every record (an invalid one with the reason), ``path`` the
-directory, ``clear`` removes the records and the studies no running tuner uses
-(:meth:`polytf.storage.cache.KernelCache.clear`), ``verify`` recompiles each record in a
-worker process and checks it against the numpy reference
-(:func:`polytf.autotune.record_verification.verify_records`; exit status 1 if one fails).
+``list`` (the default) shows every record (an invalid one with the reason) and every
+compiled kernel (:mod:`polytf.storage.object_cache`) with its size, ``path`` the
+directory, ``clear`` removes the records, the compiled kernels and the studies no running
+tuner uses (:meth:`polytf.storage.cache.KernelCache.clear`), ``verify`` recompiles each
+record in a worker process and checks it against the numpy reference
+(:func:`polytf.autotune.record_verification.verify_records`), then checks each compiled
+kernel's file and links those of this machine
+(:func:`polytf.compiler.code_cache.verify_objects`); exit status 1 if one fails.
 """
 
 from __future__ import annotations
@@ -15,22 +19,26 @@ from rich.table import Table
 
 from polytf.cli.console import format_seconds, stdout
 from polytf.storage.cache import KernelCache
+from polytf.storage.object_cache import ObjectCache
 
-__all__ = ["execute", "verify_cache"]
+__all__ = ["execute", "list_compiled_kernels", "verify_cache", "verify_compiled_kernels"]
 
 
 def execute(arguments: argparse.Namespace) -> int:
     """Run ``polytf cache [list|path|clear|verify]``; returns the exit status."""
     cache = KernelCache(arguments.cache_dir)
+    objects = ObjectCache(arguments.cache_dir)
     if arguments.action == "path":
         stdout.print(str(cache.directory))
     elif arguments.action == "clear":
         report = cache.clear()
-        stdout.print(f"removed {report.records} records and {report.studies_removed} studies from {cache.directory}")
+        removed_objects = objects.clear()
+        stdout.print(f"removed {report.records} records, {removed_objects} compiled kernels and default recipes, and {report.studies_removed} studies from {cache.directory}")
         if report.studies_kept:
             stdout.print(f"kept {report.studies_kept} studies a running tuner is using; run `polytf cache clear` again when it has finished")
     elif arguments.action == "verify":
-        return verify_cache(cache, arguments.models, arguments.time_limit)
+        status = verify_cache(cache, arguments.models, arguments.time_limit)
+        return max(status, verify_compiled_kernels(objects))
     else:
         entries = cache.entries()
         invalid = sum(entry.record is None for entry in entries)
@@ -47,7 +55,42 @@ def execute(arguments: argparse.Namespace) -> int:
                 f"{record.speedup:.2f}x", str(record.trials), str(record.complete),
             )
         stdout.print(table)
+        list_compiled_kernels(objects)
     return 0
+
+
+def list_compiled_kernels(objects: ObjectCache) -> None:
+    """The table of compiled kernels of ``polytf cache list``: kernel, CPU, size, file."""
+    entries = objects.entries()
+    compiled = [entry for entry in entries if entry.kind == "object"]
+    total_bytes = sum(entry.size_bytes for entry in entries)
+    invalid = sum(entry.problem is not None for entry in entries)
+    title = f"{len(compiled)} compiled kernels and {len(entries) - len(compiled)} default recipes in {objects.directory}, {total_bytes / 1e6:.2f} MB"
+    table = Table(title=title + (f" ({invalid} invalid, never used)" if invalid else ""))
+    for column in ("kernel", "cpu", "size", "file"):
+        table.add_column(column)
+    for entry in compiled:
+        kernel = entry.kernel if entry.problem is None else f"invalid: {entry.problem}"
+        table.add_row(kernel, entry.cpu, f"{entry.size_bytes / 1024:.1f} KiB", entry.path.name)
+    stdout.print(table)
+
+
+def verify_compiled_kernels(objects: ObjectCache) -> int:
+    """The compiled kernels' part of ``polytf cache verify``: a line per file that is not ok, a
+    summary; 1 if a file is corrupt or does not link."""
+    from polytf.compiler.code_cache import verify_objects  # the compiler: not for list, path, clear
+    from polytf.targets.cpu import CpuTarget
+
+    checks = verify_objects(objects, CpuTarget())
+    for check in checks:
+        if check.status != "ok":
+            stdout.print(f"{'FAILED' if check.status == 'failed' else check.status:7s} {check.entry.path.name}: {check.detail}", markup=False, highlight=False, soft_wrap=True)
+    counts = {status: sum(check.status == status for check in checks) for status in ("ok", "failed", "skipped")}
+    stdout.print(
+        f"{len(checks)} compiled kernels and default recipes in {objects.directory}: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} for another CPU or version",
+        markup=False, highlight=False, soft_wrap=True,
+    )
+    return 1 if counts["failed"] else 0
 
 
 def verify_cache(cache: KernelCache, models: list[str], time_limit_s: float) -> int:

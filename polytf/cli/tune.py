@@ -78,7 +78,8 @@ def print_tune_report(report: TuneReport) -> None:
             count = f"{len(row.failures)} failed trial{'s' if len(row.failures) > 1 else ''}"
             stdout.print(f"{row.kernel}: {count}: {summarize_failures(row.failures)}", markup=False, highlight=False, soft_wrap=True)
     print_host_nodes(report.host_nodes)
-    stdout.print(f"new trials: {report.new_trials}; elapsed {report.elapsed_s:.1f} s; records in {report.cache_dir}")
+    throughput = f" ({report.trials_per_minute:.0f} per minute of tuning)" if report.trials_per_minute == report.trials_per_minute else ""
+    stdout.print(f"new trials: {report.new_trials}{throughput}; elapsed {report.elapsed_s:.1f} s; records in {report.cache_dir}")
 
 
 def summarize_failures(failures, limit: int = 6) -> str:

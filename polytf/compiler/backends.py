@@ -55,6 +55,7 @@ from polytf.runtime.cuda.kernel_bench import CudaKernelBench
 from polytf.runtime.cuda.model import CudaModel
 from polytf.runtime.model import Model
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.storage.object_cache import ObjectCache
 from polytf.targets.cpu import CpuTarget
 from polytf.targets.cuda import DEFAULT_COMPUTE_CAPABILITY, CudaTarget, cuda_available
 from polytf.targets.kernel import Kernel
@@ -138,12 +139,18 @@ class Backend(abc.ABC):
 
 @dataclass(frozen=True)
 class CpuBackend(Backend):
-    """This CPU: native kernels JIT-compiled into this process, run on ``threads`` threads."""
+    """This CPU: native kernels JIT-compiled into this process, run on ``threads`` threads.
+
+    Attributes:
+        objects: where compiled kernels are kept (:mod:`polytf.compiler.code_cache`); None
+            keeps none on disk (``compile_cache=False``, ``POLYTF_NO_CODE_CACHE=1``).
+    """
 
     name: ClassVar[str] = "cpu"
+    objects: ObjectCache | None = None
 
     def build_model(self, prepared, recipes=None, progress=None, cached=None) -> Model:
-        return build_model(prepared, recipes, self.target, self.threads, progress, cached)
+        return build_model(prepared, recipes, self.target, self.threads, progress, cached, self.objects)
 
     def kernel_measurer(self, scop, inputs, expected) -> KernelMeasurer:
         bench = KernelBench(scop=scop, inputs=inputs, expected=expected)
@@ -261,12 +268,18 @@ def select_backend(name: str, codegen: CodegenConfig | None = None, threads: int
 
 
 def backend_of_options(options: BuildOptions, codegen: CodegenConfig | None = None) -> Backend:
-    """The backend ``options`` name (:func:`select_backend` with their target and thread count).
+    """The backend ``options`` name (:func:`select_backend` with their target and thread count);
+    on the CPU it keeps compiled kernels in the ``objects/`` folder of ``options.cache_dir``
+    unless :meth:`BuildOptions.code_cache_enabled` says no (with ``--storage`` too: the
+    database holds recipes only, compiled code is machine-local).
 
     Raises:
         DependencyMissingError: target ``"cuda"`` without CuPy or a GPU (and without the emulation).
     """
-    return select_backend(options.target, codegen, options.thread_count())
+    backend = select_backend(options.target, codegen, options.thread_count())
+    if isinstance(backend, CpuBackend) and options.code_cache_enabled():
+        return dataclasses.replace(backend, objects=ObjectCache(options.cache_dir))
+    return backend
 
 
 def target_threads(target: Target, threads: int) -> int:

@@ -23,7 +23,7 @@ import numbers
 import os
 from dataclasses import dataclass, fields
 
-from polytf.config import default_thread_count
+from polytf.config import NO_CODE_CACHE_ENVIRONMENT_VARIABLE, default_thread_count
 from polytf.errors import PolytfError
 
 __all__ = ["TARGET_NAMES", "BuildOptions"]
@@ -54,6 +54,10 @@ class BuildOptions:
             ``$POLYTF_STORAGE``, else the cache directory; ``"postgresql://USER@HOST/DATABASE"``
             a database shared by machines (needs ``pip install 'polytf[postgresql]'``; the URL
             is checked when the storage is opened).
+        compile_cache: keep each compiled kernel's object code in the cache directory's
+            ``objects/`` and link it on the next load instead of compiling again
+            (:mod:`polytf.compiler.code_cache`); False (or ``POLYTF_NO_CODE_CACHE=1``)
+            compiles everything afresh and keeps nothing, for debugging. On the CPU only.
 
     Raises:
         PolytfError: a setting of the wrong kind, a thread count below 1 or an unknown target
@@ -65,6 +69,7 @@ class BuildOptions:
     target: str = "cpu"
     cache_dir: str | os.PathLike | None = None
     storage: str | None = None
+    compile_cache: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.fallback, bool):
@@ -77,8 +82,14 @@ class BuildOptions:
             raise PolytfError(f"unknown target {self.target!r}; choose one of {', '.join(TARGET_NAMES)}")
         if self.cache_dir is not None and not isinstance(self.cache_dir, (str, os.PathLike)):
             raise PolytfError(f"the cache directory must be a directory name, not {self.cache_dir!r}")
+        if not isinstance(self.compile_cache, bool):
+            raise PolytfError(f"compile_cache must be True or False, not {self.compile_cache!r}")
         if self.storage is not None and not isinstance(self.storage, str):
             raise PolytfError(f"storage must be a URL such as postgresql://USER@HOST/DATABASE, not {self.storage!r}")
+
+    def code_cache_enabled(self) -> bool:
+        """``compile_cache``, unless ``$POLYTF_NO_CODE_CACHE`` is set to anything but ``0`` or empty."""
+        return self.compile_cache and os.environ.get(NO_CODE_CACHE_ENVIRONMENT_VARIABLE, "") in ("", "0")
 
     def thread_count(self) -> int:
         """``threads``, or the default thread count (``$POLYTF_THREADS``, else every CPU this

@@ -23,11 +23,14 @@ code) for ``polytf show``. Weights are packed once, when a model is built
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from polytf.compiler.code_cache import PARALLEL_COMPILE_MIN_KERNELS, KernelCodeCache
+from polytf.compiler.kernel_objects import CompileJob
 from polytf.compiler.preparation import PreparedModel
 from polytf.compiler.recorded_recipes import CachedRecipe
 from polytf.errors import PolytfError
@@ -53,6 +56,8 @@ __all__ = [
 
 #: Compiles one kernel: ``(scop, recipe, constant arrays) -> kernel`` (``Target.compile`` by default).
 KernelCompiler = Callable[[Scop, ScheduleRecipe, frozenset[str]], Any]
+#: A kernel's default recipe: ``kernel -> recipe``.
+DefaultRecipes = Callable[[LoweredKernel], ScheduleRecipe]
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ def compile_with_record(
     threads: int,
     compiler: KernelCompiler | None = None,
     rejected: set[Path | str] | None = None,
+    defaults: DefaultRecipes | None = None,
 ) -> KernelCompilation:
     """``kernel`` compiled with its record's recipe ``cached``, else (no record, or a recipe
     that cannot be used) with its default recipe on ``target`` for ``threads`` threads.
@@ -99,6 +105,8 @@ def compile_with_record(
         rejected: records already found unusable (each warned about once; a kernel that
             shares one goes straight to its default recipe); a record rejected here is
             added.
+        defaults: ``kernel -> its default recipe``; default :func:`default_recipe` on
+            ``target`` (a :class:`~polytf.compiler.code_cache.KernelCodeCache` remembers them).
 
     Raises:
         PolytfError: the default recipe does not compile (with the kernel's name as context).
@@ -114,7 +122,7 @@ def compile_with_record(
             if kernel.scop.name not in cause:
                 cause = f"kernel {kernel.scop.name}: {cause}"
             warn_ignored_record(cached.record, f"its recipe cannot be used: {cause}")
-    recipe = default_recipe(kernel, threads, target)
+    recipe = defaults(kernel) if defaults else default_recipe(kernel, threads, target)
     return KernelCompilation(_compile(kernel, recipe, compiler), recipe, False)
 
 
@@ -126,6 +134,7 @@ def compile_steps(
     progress: Callable[[str], None] | None = None,
     cached: Mapping[str, CachedRecipe] | None = None,
     compiler: KernelCompiler | None = None,
+    code_cache: KernelCodeCache | None = None,
 ) -> tuple[list[tuple[LoweredKernel, CompiledKernel] | HostStep], tuple[str, ...]]:
     """Compile every kernel for ``target``: with its recipe in ``recipes`` (by kernel name),
     else its recipe from a tuning record in ``cached``, else the default recipe of
@@ -134,6 +143,10 @@ def compile_steps(
     ``compiler(scop, recipe, constant_arrays)`` compiles one kernel; default
     ``target.compile`` (a runnable :class:`CompiledKernel`). ``polytf compile`` passes one
     that stops at optimised LLVM IR (:func:`polytf.export.kernel_code.linkable_kernel`).
+    With ``code_cache`` (a CPU build), kernels and default recipes go through the
+    compiled-code cache instead: each distinct kernel is compiled once, missing ones in
+    parallel first (a progress bar on a terminal when there are more than a few), the others
+    linked from their cached object code.
 
     Returns:
         ``(steps, tuned)``: ``(lowered kernel, compiled kernel)`` pairs and host steps in
@@ -146,6 +159,10 @@ def compile_steps(
     """
     recipes = recipes or {}
     cached = cached or {}
+    defaults = None
+    if code_cache is not None:
+        compiler, defaults = code_cache, code_cache.default_recipe
+        _prefetch(prepared, recipes, cached, code_cache, progress)
     compiler = compiler or target.compile
     compiled: list[tuple[LoweredKernel, CompiledKernel] | HostStep] = []
     tuned = []
@@ -158,13 +175,50 @@ def compile_steps(
         if progress:
             progress(name)
         if name in recipes:
-            compiled.append((kernel, _compile(kernel, recipes[name] or default_recipe(kernel, threads, target), compiler)))
+            recipe = recipes[name] or (defaults(kernel) if defaults else default_recipe(kernel, threads, target))
+            compiled.append((kernel, _compile(kernel, recipe, compiler)))
             continue
-        compilation = compile_with_record(kernel, cached.get(name), target, threads, compiler, rejected)
+        compilation = compile_with_record(kernel, cached.get(name), target, threads, compiler, rejected, defaults)
         if compilation.from_record:
             tuned.append(name)
         compiled.append((kernel, compilation.code))
     return compiled, tuple(sorted(tuned))
+
+
+def _prefetch(
+    prepared: PreparedModel,
+    recipes: Mapping[str, ScheduleRecipe],
+    cached: Mapping[str, CachedRecipe],
+    code_cache: KernelCodeCache,
+    progress: Callable[[str], None] | None,
+) -> None:
+    """Compile the kernels the code cache lacks, in parallel, before the compile steps link
+    them (:meth:`KernelCodeCache.prefetch`)."""
+    jobs = []
+    for kernel in prepared.kernels:
+        name = kernel.scop.name
+        recipe = recipes.get(name) or (cached[name].recipe if name in cached else None) or code_cache.default_recipe(kernel)
+        jobs.append(CompileJob(kernel.scop, recipe, constant_arrays(kernel)))
+    missing = len(code_cache.missing(jobs))
+    if missing <= PARALLEL_COMPILE_MIN_KERNELS:
+        return  # compiled one by one by the compile steps
+    bar = None
+    if progress is None:
+        from tqdm import tqdm  # the progress bar of a library load: loaded on first use
+
+        bar = tqdm(total=missing, desc="polytf: compiling kernels", unit="kernel", disable=None, leave=False, file=sys.stderr)
+
+    def report(done: int, total: int) -> None:
+        if bar is not None:
+            bar.update(done - bar.n)
+        elif progress:
+            progress(f"{done}/{total} kernels")
+
+    try:
+        code_cache.prefetch(jobs, report)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def schedule_record(kernel: LoweredKernel, record: TuningRecord, target: Target, path: Path | str) -> ScheduledScop | None:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from polytf.compiler.code_cache import KernelCodeCache
 from polytf.compiler.kernel_compilation import compile_steps
 from polytf.compiler.preparation import PreparedModel
 from polytf.compiler.recorded_recipes import CachedRecipe
 from polytf.config import default_thread_count
 from polytf.runtime.cpu.compiled_model import CompiledModel
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.storage.object_cache import ObjectCache
 from polytf.targets.cpu import CpuTarget
 from polytf.targets.target import Target
 
@@ -34,10 +36,13 @@ def build_model(
     threads: int | None = None,
     progress: Callable[[str], None] | None = None,
     cached: Mapping[str, CachedRecipe] | None = None,
+    objects: ObjectCache | None = None,
 ) -> CompiledModel:
     """Compile every kernel for the CPU (:func:`~polytf.compiler.kernel_compilation.compile_steps`)
     into a :class:`CompiledModel` on ``threads`` threads (default ``$POLYTF_THREADS`` or every
-    CPU); ``target`` defaults to the host CPU.
+    CPU); ``target`` defaults to the host CPU. Kernels go through the compiled-code cache
+    (:mod:`polytf.compiler.code_cache`): compiled once per distinct kernel, in parallel, and
+    kept in ``objects`` (None: nothing kept on disk).
 
     Raises:
         PolytfError: a recipe of ``recipes`` or a default recipe does not compile (with the
@@ -45,7 +50,8 @@ def build_model(
     """
     target = target or CpuTarget()
     threads = threads or default_thread_count()
-    steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached)
+    code_cache = KernelCodeCache(target, threads, objects) if isinstance(target, CpuTarget) and target.runs_here else None
+    steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached, code_cache=code_cache)
     model = CompiledModel(prepared.graph, steps, threads)
     model.tuned_kernels = tuned
     return model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -42,7 +43,7 @@ def test_tune_then_reuse_then_run(frozen_model, tmp_path):
     assert first.returncode == 0, first.stderr
     assert "Conv2D+BiasAdd+Relu" in first.stdout and "tuned" in first.stdout
     assert "model latency: default" in first.stdout
-    assert "new trials: 4" in first.stdout
+    assert "new trials: 4 (" in first.stdout and "per minute of tuning)" in first.stdout
     records = list((cache / "records").glob("*.json"))
     assert len(records) == 1
     stamp = records[0].stat().st_mtime_ns
@@ -65,6 +66,13 @@ def test_tune_then_reuse_then_run(frozen_model, tmp_path):
 
     listing = polytf("cache", "list", "--cache-dir", cache)
     assert "1 tuning records" in listing.stdout
+    compiled = re.search(r"(\d+) compiled kernels and (\d+) default recipes", listing.stdout)
+    assert compiled and int(compiled.group(1)) >= 1, listing.stdout  # the tuned and the default model's kernels
+    verified = polytf("cache", "verify", "--cache-dir", cache)
+    assert verified.returncode == 0 and re.search(r"compiled kernels and default recipes in .*: \d+ ok, 0 failed", verified.stdout), verified.stdout
+    cleared = polytf("cache", "clear", "--cache-dir", cache)
+    assert cleared.returncode == 0 and f"{int(compiled.group(1)) + int(compiled.group(2))} compiled kernels and default recipes" in cleared.stdout
+    assert not list((cache / "objects").glob("*.o.polytf"))
 
 
 def test_show_prints_tree_ast_and_code(frozen_model):

@@ -1,0 +1,385 @@
+"""ObjectCache: compiled kernels (machine code) on disk, beside the tuning records.
+
+A tuning record stores a recipe; replaying it (isl scheduling, LLVM IR, LLVM's optimiser and
+code generator) costs seconds per model. The object cache keeps what that replay produces,
+as numba's ``cache=True`` keeps object code beside a module and OpenVINO's ``CACHE_DIR``
+keeps compiled blobs, so that the next load only links it (:mod:`polytf.compiler.code_cache`).
+Layout, inside the cache directory of :class:`~polytf.storage.cache.KernelCache`::
+
+    objects/<digest>.o.polytf         one compiled kernel: header, kernel facts, object code
+    objects/<digest>.default.json     the default recipe of one kernel on one machine
+
+An **object entry** holds a kernel's relocatable object code for one exact
+:class:`ObjectKey`: the kernel's computation (Scop fingerprint), its recipe, the arrays whose
+packing runs ahead of time, the target's fingerprint (triple, CPU name and features, LLVM and
+llvmlite versions), the code knobs of :mod:`polytf.config` and the polytf/islpy/llvmlite
+versions. Its file is::
+
+    b"POLYTF-OBJECT 1\\n"
+    one line of JSON: {"key": ..., "symbol": ..., "kernel": ..., "facts_bytes": F,
+                       "object_bytes": N, "sha256": <hex of the F + N bytes below>}
+    F bytes of kernel facts (opaque here: the compiler's), then N bytes of object code
+
+A **default-recipe entry** remembers a kernel's default recipe (a search-space analysis with
+isl dependences: 5 ms a kernel) under a :class:`DefaultRecipeKey`.
+
+Nothing read back is trusted: an entry is used only if its magic, header, sizes and SHA-256
+are right and its stored key equals the key looked up; otherwise it is one
+:class:`~polytf.errors.CacheWarning` naming the file and the reason, and the caller
+recompiles (and overwrites the file). Entries are written to a temporary file renamed over
+the entry under the ``objects`` lock, so a reader sees a whole old entry or a whole new one;
+two processes writing the same entry write the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from polytf.errors import CacheError, CacheWarning
+from polytf.storage.cache import KernelCache
+from polytf.storage.cache_key import current_versions, describe_key_differences
+
+__all__ = ["DefaultRecipeKey", "KernelObject", "ObjectCache", "ObjectEntry", "ObjectKey", "OBJECT_SUFFIX", "DEFAULT_RECIPE_SUFFIX"]
+
+MAGIC = b"POLYTF-OBJECT 1\n"
+OBJECT_SUFFIX = ".o.polytf"
+DEFAULT_RECIPE_SUFFIX = ".default.json"
+#: the largest header line read (a key is a few kilobytes)
+MAX_HEADER_BYTES = 1 << 20
+_HEADER_FIELDS = {"key": dict, "symbol": str, "kernel": str, "facts_bytes": int, "object_bytes": int, "sha256": str}
+
+
+def _digest(value: dict) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ObjectKey:
+    """Everything that changes a kernel's machine code.
+
+    Attributes:
+        scop_fingerprint: the kernel's computation, shapes and dtypes (``Scop.fingerprint``;
+            kernel and tensor names do not enter it, so identical kernels share an entry).
+        recipe: the recipe, as its JSON object.
+        constant_arrays: the kernel's arrays that hold weights (their packing is left out of
+            the code), sorted.
+        target: the target's fingerprint (triple, CPU name, features, LLVM version).
+        knobs: code-changing settings of polytf.config.
+        versions: polytf, islpy and llvmlite versions.
+    """
+
+    scop_fingerprint: str
+    recipe: dict
+    constant_arrays: tuple[str, ...]
+    target: dict
+    knobs: dict
+    versions: dict = field(default_factory=current_versions)
+
+    def as_dict(self) -> dict:
+        """The key as an entry stores it (JSON values), with its ``digest`` (computed once)."""
+        stored = self.__dict__.get("_stored")
+        if stored is None:
+            fields_ = {name: getattr(self, name) for name in ("scop_fingerprint", "recipe", "constant_arrays", "target", "knobs", "versions")}
+            value = json.loads(json.dumps(fields_))
+            stored = {**value, "digest": _digest(value)}
+            object.__setattr__(self, "_stored", stored)
+        return stored
+
+    def digest(self) -> str:
+        """32 hexadecimal digits of the SHA-256 of the key's canonical JSON (the entry's file name)."""
+        return self.as_dict()["digest"]
+
+
+@dataclass(frozen=True)
+class DefaultRecipeKey:
+    """What a kernel's default recipe depends on: its computation, the target, the thread
+    count, the host's cache sizes (the analytic tile sizes read them), the knobs and versions."""
+
+    scop_fingerprint: str
+    target: dict
+    threads: int
+    cache_sizes: dict
+    knobs: dict
+    versions: dict = field(default_factory=current_versions)
+
+    def as_dict(self) -> dict:
+        value = json.loads(json.dumps(asdict(self)))
+        return {**value, "digest": _digest(value)}
+
+
+@dataclass(frozen=True)
+class KernelObject:
+    """One compiled kernel as the cache keeps it.
+
+    Attributes:
+        symbol: the kernel's entry point in ``object_code``.
+        kernel: the name of the kernel it was compiled for (for ``polytf cache list``; identical
+            kernels of other names share the entry).
+        facts: what the compiler needs besides the code to run it (arrays, buffer sizes, weight
+            packings), serialised by the compiler.
+        object_code: relocatable object code for the key's target.
+    """
+
+    symbol: str
+    kernel: str
+    facts: bytes
+    object_code: bytes
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """One file of ``objects/`` as ``polytf cache list`` and ``verify`` see it.
+
+    Attributes:
+        path: the file.
+        size_bytes: its size.
+        kind: ``"object"`` or ``"default recipe"``.
+        kernel: the kernel it was compiled for ("" if unreadable or a default recipe).
+        cpu: the CPU name of its key ("" if unreadable).
+        problem: why it can never be used (corrupt, truncated, inconsistent), or None.
+    """
+
+    path: Path
+    size_bytes: int
+    kind: str
+    kernel: str
+    cpu: str
+    problem: str | None
+
+
+def warn_ignored_object(path: Path | str, reason: str) -> None:
+    """The one CacheWarning of an unusable cache file: its path, the reason, the fallback."""
+    warnings.warn(CacheWarning(f"ignoring compiled kernel {path}: {reason}; the kernel is compiled again"), stacklevel=3)
+
+
+class ObjectCache:
+    """Compiled kernels and default recipes in ``objects/`` of a cache directory (module
+    docstring).
+
+    Args:
+        directory: the cache directory (default that of :class:`KernelCache`:
+            ``$POLYTF_CACHE_DIR`` or the user cache directory).
+    """
+
+    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+        self._cache = KernelCache(directory)
+        self.directory = self._cache.directory / "objects"
+
+    def object_path(self, key: ObjectKey | dict) -> Path:
+        digest = key["digest"] if isinstance(key, dict) else key.digest()
+        return self.directory / f"{digest}{OBJECT_SUFFIX}"
+
+    def default_recipe_path(self, key: DefaultRecipeKey | dict) -> Path:
+        digest = (key if isinstance(key, dict) else key.as_dict())["digest"]
+        return self.directory / f"{digest}{DEFAULT_RECIPE_SUFFIX}"
+
+    # -- objects -----------------------------------------------------------------------
+    def load(self, key: ObjectKey) -> KernelObject | None:
+        """The entry of ``key``, or None: no entry, or one that cannot be used (then one
+        CacheWarning naming the file and why). Never raises because of a file's contents."""
+        expected = key.as_dict()
+        path = self.object_path(expected)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            warn_ignored_object(path, f"it cannot be read ({error.strerror or error})")
+            return None
+        try:
+            header, facts, code = _parse_object(data)
+        except CacheError as error:
+            warn_ignored_object(path, str(error))
+            return None
+        if header["key"] != expected:
+            warn_ignored_object(path, describe_key_differences(header["key"], expected).replace("recorded for", "compiled for").replace("in the record", "in the file"))
+            return None
+        return KernelObject(header["symbol"], header["kernel"], facts, code)
+
+    def save(self, key: ObjectKey, entry: KernelObject) -> Path:
+        """Write ``entry`` as the object of ``key``, atomically, under the ``objects`` lock.
+
+        Raises:
+            CacheError: the file cannot be written.
+        """
+        payload = entry.facts + entry.object_code
+        header = {
+            "key": key.as_dict(),
+            "symbol": entry.symbol,
+            "kernel": entry.kernel,
+            "facts_bytes": len(entry.facts),
+            "object_bytes": len(entry.object_code),
+            "sha256": hashlib.sha256(payload).hexdigest(),
+        }
+        data = MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+        return self._write(self.object_path(header["key"]), data)
+
+    def stored_key(self, path: Path) -> dict:
+        """The key stored in the object file ``path`` (``{}`` if it cannot be read)."""
+        try:
+            return _parse_object(path.read_bytes())[0]["key"]
+        except (OSError, CacheError):
+            return {}
+
+    def load_file(self, path: Path) -> KernelObject | None:
+        """The entry in the object file ``path`` whatever its key (``polytf cache verify``), or
+        None when it cannot be read or is corrupt."""
+        try:
+            header, facts, code = _parse_object(path.read_bytes())
+        except (OSError, CacheError):
+            return None
+        return KernelObject(header["symbol"], header["kernel"], facts, code)
+
+    # -- default recipes -----------------------------------------------------------------
+    def load_default_recipe(self, key: DefaultRecipeKey) -> dict | None:
+        """The recipe (JSON object) remembered for ``key``, or None (absent, or unusable:
+        then one CacheWarning). The caller validates the recipe itself."""
+        expected = key.as_dict()
+        path = self.default_recipe_path(expected)
+        try:
+            text = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            warn_ignored_object(path, f"it cannot be read ({error.strerror or error})")
+            return None
+        try:
+            value = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            warn_ignored_object(path, f"it is not valid JSON ({error})")
+            return None
+        if not isinstance(value, dict) or set(value) != {"key", "recipe"} or not isinstance(value["recipe"], dict):
+            warn_ignored_object(path, "it is not a default-recipe entry (fields key and recipe)")
+            return None
+        if value["key"] != expected:
+            warn_ignored_object(path, describe_key_differences(value["key"], expected).replace("recorded for", "made for").replace("in the record", "in the file"))
+            return None
+        return value["recipe"]
+
+    def save_default_recipe(self, key: DefaultRecipeKey, recipe: dict) -> Path:
+        """Remember ``recipe`` (a recipe's JSON object) as the default recipe of ``key``.
+
+        Raises:
+            CacheError: the file cannot be written.
+        """
+        expected = key.as_dict()
+        data = json.dumps({"key": expected, "recipe": recipe}, sort_keys=True).encode()
+        return self._write(self.default_recipe_path(expected), data)
+
+    # -- the whole directory -----------------------------------------------------------
+    def entries(self) -> list[ObjectEntry]:
+        """Every file of ``objects/``, sorted by name, each checked against itself (magic,
+        header, sizes, SHA-256, digest = file name), not against this machine."""
+        result = []
+        if not self.directory.is_dir():
+            return result
+        for path in sorted(self.directory.iterdir()):
+            if path.name.endswith(OBJECT_SUFFIX):
+                result.append(self._object_entry(path))
+            elif path.name.endswith(DEFAULT_RECIPE_SUFFIX):
+                result.append(self._default_recipe_entry(path))
+        return result
+
+    def clear(self) -> int:
+        """Delete every entry (and temporary files left by a killed writer); returns how many
+        entries were removed.
+
+        Raises:
+            CacheError: a file cannot be removed.
+        """
+        if not self.directory.is_dir():
+            return 0
+        count = 0
+        with self._cache.lock("objects"):
+            try:
+                for path in self.directory.iterdir():
+                    if path.name.endswith((OBJECT_SUFFIX, DEFAULT_RECIPE_SUFFIX)):
+                        count += 1
+                    if path.name.endswith((OBJECT_SUFFIX, DEFAULT_RECIPE_SUFFIX, ".tmp")):
+                        path.unlink(missing_ok=True)
+            except OSError as error:
+                raise CacheError(f"cannot remove compiled kernels from {self.directory}: {error}") from None
+        return count
+
+    def _write(self, path: Path, data: bytes) -> Path:
+        with self._cache.lock("objects"):  # lock() creates the cache directory
+            temporary = None
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                with tempfile.NamedTemporaryFile("wb", dir=self.directory, suffix=".tmp", delete=False) as handle:
+                    temporary = handle.name
+                    handle.write(data)
+                os.replace(temporary, path)
+            except OSError as error:
+                if temporary is not None:
+                    Path(temporary).unlink(missing_ok=True)
+                raise CacheError(f"cannot write compiled kernel {path}: {error}; choose another cache with --cache-dir or POLYTF_CACHE_DIR") from None
+        return path
+
+    def _object_entry(self, path: Path) -> ObjectEntry:
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            return ObjectEntry(path, 0, "object", "", "", f"it cannot be read ({error.strerror or error})")
+        try:
+            header, _, _ = _parse_object(data)
+        except CacheError as error:
+            return ObjectEntry(path, len(data), "object", "", "", str(error))
+        key = header["key"]
+        cpu = str(key.get("target", {}).get("cpu", "")) if isinstance(key.get("target"), dict) else ""
+        stored = {name: value for name, value in key.items() if name != "digest"}
+        problem = None
+        if key.get("digest") != _digest(stored):
+            problem = "its key digest does not match the key's fields (an edited file)"
+        elif path.name != f"{key['digest']}{OBJECT_SUFFIX}":
+            problem = "its key digest does not match its file name (a copied or renamed file)"
+        return ObjectEntry(path, len(data), "object", header["kernel"], cpu, problem)
+
+    def _default_recipe_entry(self, path: Path) -> ObjectEntry:
+        try:
+            data = path.read_bytes()
+            value = json.loads(data)
+            key = value["key"]
+            cpu = str(key["target"]["cpu"])
+            stored = {name: item for name, item in key.items() if name != "digest"}
+            problem = None
+            if key["digest"] != _digest(stored):
+                problem = "its key digest does not match the key's fields (an edited file)"
+            elif path.name != f"{key['digest']}{DEFAULT_RECIPE_SUFFIX}":
+                problem = "its key digest does not match its file name (a copied or renamed file)"
+            return ObjectEntry(path, len(data), "default recipe", "", cpu, problem)
+        except OSError as error:
+            return ObjectEntry(path, 0, "default recipe", "", "", f"it cannot be read ({error.strerror or error})")
+        except (ValueError, KeyError, TypeError) as error:
+            return ObjectEntry(path, path.stat().st_size, "default recipe", "", "", f"it is not a default-recipe entry ({type(error).__name__})")
+
+
+def _parse_object(data: bytes) -> tuple[dict, bytes, bytes]:
+    """The header, kernel facts and object code of an object file's bytes; CacheError says
+    what is wrong (the caller names the file)."""
+    if not data.startswith(MAGIC):
+        raise CacheError("it is not a polytf object file (wrong magic)")
+    end = data.find(b"\n", len(MAGIC), len(MAGIC) + MAX_HEADER_BYTES)
+    if end < 0:
+        raise CacheError("its header is cut off or too long")
+    try:
+        header = json.loads(data[len(MAGIC) : end])
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CacheError(f"its header is not valid JSON ({error})") from None
+    if not isinstance(header, dict) or set(header) != set(_HEADER_FIELDS):
+        raise CacheError("its header has the wrong fields")
+    for name, kind in _HEADER_FIELDS.items():
+        if not isinstance(header[name], kind) or isinstance(header[name], bool):
+            raise CacheError(f"its header field {name} has the wrong type")
+    payload = data[end + 1 :]
+    if header["facts_bytes"] < 0 or header["object_bytes"] < 0 or len(payload) != header["facts_bytes"] + header["object_bytes"]:
+        raise CacheError(f"it holds {len(payload)} bytes of payload, its header says {header['facts_bytes']} + {header['object_bytes']} (a truncated file)")
+    if hashlib.sha256(payload).hexdigest() != header["sha256"]:
+        raise CacheError("its contents do not match their SHA-256 (a corrupt file)")
+    return header, payload[: header["facts_bytes"]], payload[header["facts_bytes"] :]
