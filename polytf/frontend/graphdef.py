@@ -42,6 +42,8 @@ _PNG_MAGIC = b"\x89PNG"
 _ZIP_MAGIC = b"PK\x03\x04"
 _HDF5_MAGIC = b"\x89HDF"
 _GZIP_MAGIC = b"\x1f\x8b"
+#: a byte that ``bytes.strip`` keeps (no ASCII whitespace)
+_NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 
 
 def _bad_file(path: str, problem: str) -> GraphError:
@@ -75,6 +77,14 @@ def _validate_parsed(graph_def: graph_pb2.GraphDef) -> str | None:
     return None
 
 
+def _utf8(data: bytes) -> str | None:
+    """``data`` as text, or None when it is not valid UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _parse_text(text: str) -> graph_pb2.GraphDef:
     graph_def = graph_pb2.GraphDef()
     text_format.Parse(text, graph_def)
@@ -105,20 +115,20 @@ def parse_graphdef(path: str | os.PathLike[str]) -> graph_pb2.GraphDef:
         data = file.read_bytes()
     except OSError as exc:
         raise GraphError(f"cannot read '{shown}': {exc.strerror or exc}; {_EXPECTED}.") from None
-    if not data.strip():
+    if _NOT_BLANK.search(data) is None:  # finds the first byte that is no whitespace, copies nothing
         raise _bad_file(shown, "the file is empty")
 
-    try:
-        text: str | None = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-
+    # decoded only when text is tried: a binary GraphDef that parses never is (decoding a
+    # large binary file to learn that it is no UTF-8 costs as much as parsing it)
+    text: str | None = None
     attempts: list[str] = []
     order = ("text", "binary") if file.suffix.lower() in _TEXT_SUFFIXES else ("binary", "text")
     for kind in order:
-        if kind == "text" and text is None:
-            attempts.append("text: not valid UTF-8")
-            continue
+        if kind == "text":
+            text = _utf8(data)
+            if text is None:
+                attempts.append("text: not valid UTF-8")
+                continue
         try:
             graph_def = _parse_text(text) if kind == "text" else graph_pb2.GraphDef.FromString(data)  # type: ignore[arg-type]
         except (pb_message.DecodeError, text_format.ParseError) as exc:
@@ -133,7 +143,7 @@ def parse_graphdef(path: str | os.PathLike[str]) -> graph_pb2.GraphDef:
             continue
         return graph_def
 
-    hint = _what_is_it(data)
+    hint = _what_is_it(data)  # both kinds were tried: ``text`` is the decoded file, or None
     looks_like_text = text is not None and text.lstrip()[:4] in ("node", "vers", "libr")
     if data[:1] == b"\n" and not looks_like_text:
         # Binary GraphDefs start with field 1 (node), tag byte 0x0a: most likely cut short.

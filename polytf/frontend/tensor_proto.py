@@ -127,10 +127,11 @@ def check_tensor(tensor: tensor_pb2.TensorProto) -> tuple[str, tuple[int, ...], 
     if name in ("resource", "variant") or (numpy_dtype(name) is None and name != "bfloat16"):
         raise ValueError(f"cannot decode a tensor of dtype {name}")
     itemsize = 4 if name == "bfloat16" else numpy_dtype(name).itemsize
-    if tensor.tensor_content and name != "string":
+    content = len(tensor.tensor_content)  # each read of the field copies its bytes: one read
+    if content and name != "string":
         raw = 2 if name == "bfloat16" else itemsize
-        if len(tensor.tensor_content) != count * raw:
-            raise ValueError(f"tensor_content holds {len(tensor.tensor_content)} bytes but the shape {list(shape)} of {name} needs {count * raw}")
+        if content != count * raw:
+            raise ValueError(f"tensor_content holds {content} bytes but the shape {list(shape)} of {name} needs {count * raw}")
     else:
         field = _VAL_FIELDS.get(name)
         if field is None:
@@ -142,7 +143,10 @@ def check_tensor(tensor: tensor_pb2.TensorProto) -> tuple[str, tuple[int, ...], 
 
 
 def _bfloat16_to_float32(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+    """A new float32 array: the bfloat16 bits, the high half of each float32."""
+    wide = bits.astype(np.uint32)
+    wide <<= 16
+    return wide.view(np.float32)
 
 
 def decode_tensor(tensor: tensor_pb2.TensorProto) -> np.ndarray:
@@ -163,18 +167,20 @@ def decode_tensor(tensor: tensor_pb2.TensorProto) -> np.ndarray:
         raise ValueError(f"tensor attribute with a non-static shape {shape}")
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
 
-    if tensor.tensor_content and name not in ("string", "resource", "variant"):
+    content = tensor.tensor_content  # each read of the field copies its bytes: one read
+    if content and name not in ("string", "resource", "variant"):
         raw_dtype = {"bfloat16": np.dtype("<u2")}.get(name)
         if raw_dtype is None:
             np_dtype = numpy_dtype(name)
             if np_dtype is None:
                 raise ValueError(f"cannot decode a tensor of dtype {name}")
             raw_dtype = np_dtype.newbyteorder("<")
-        data = np.frombuffer(tensor.tensor_content, dtype=raw_dtype)
+        data = np.frombuffer(content, dtype=raw_dtype)
         if data.size != count:
             raise ValueError(f"tensor_content holds {data.size} {name} values but the shape {shape} needs {count}")
         if name == "bfloat16":
-            data = _bfloat16_to_float32(data)
+            return _bfloat16_to_float32(data).reshape(shape)  # a new array already
+        # a copy in native byte order: writable, not a view of the proto's bytes
         return data.astype(data.dtype.newbyteorder("="), copy=True).reshape(shape)
 
     field = _VAL_FIELDS.get(name)
@@ -190,7 +196,7 @@ def decode_tensor(tensor: tensor_pb2.TensorProto) -> np.ndarray:
         fill: Any = b""
     elif name in ("float16", "bfloat16"):
         bits = np.array(values, dtype=np.uint16)
-        array = bits.view(np.float16).astype(np.float16) if name == "float16" else _bfloat16_to_float32(bits)
+        array = bits.view(np.float16) if name == "float16" else _bfloat16_to_float32(bits)
         fill = 0
     else:
         np_dtype = numpy_dtype(name)

@@ -8,19 +8,30 @@ binds them as read-only arguments shared by every execution context. The copy st
 is evaluated exactly as generated code would: every point of its (box) domain writes
 ``P[write index] = A[read index]``, and the elements of ``P`` no point writes (the
 padding of a last, partial panel) are zero, as in a freshly allocated scratch array.
+
+A copy whose indices are affine in its iterators, or become affine once an iterator is split
+into whole panels and the lanes of one (the floor division and remainder of a packed panel),
+runs as one numpy assignment between two strided views per box of the split
+(:func:`strided_pieces`), at the speed of a memory copy; any other copy runs through numpy's
+integer-array indexing, with the same result.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from polytf.errors import GraphError, ShapeError
 from polytf.graph import Graph
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.passes.fusion import resolve_view
 from polytf.plan.buffers import aligned_copy, aligned_empty
+from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo, index_affine
 from polytf.poly.expression import Load
 from polytf.poly.statement import Statement
 from polytf.targets.target import CompiledKernel
@@ -108,16 +119,163 @@ def evaluate_copy(copy: Statement, source: np.ndarray, shape: tuple[int, ...], d
     """
     if copy.constraints or not isinstance(copy.value, Load):
         raise ShapeError(f"copy statement {copy.name} of node '{copy.node}' is not a plain copy over a box; it cannot run ahead of time")
-    # one open grid per iterator (np.ogrid): index expressions broadcast to the box
+    source = np.asarray(source, dtype=dtype).reshape(source.shape)
+    result = aligned_empty(shape, dtype)
+    pieces = strided_pieces(copy, source.shape, result.shape)
+    if pieces is None:
+        result[...] = 0
+        _copy_by_indexing(copy, source, result)
+    else:
+        # the write map is injective: the copy covers all of P when it has as many points
+        if math.prod(copy.extents) != result.size:
+            result[...] = 0
+        for piece in pieces:
+            _view(result, piece.write, piece.extents)[...] = _view(source, piece.read, piece.extents)
+    result.flags.writeable = False
+    return result
+
+
+def _copy_by_indexing(copy: Statement, source: np.ndarray, result: np.ndarray) -> None:
+    """``result[write index(i)] = source[read index(i)]`` for every point ``i`` of the box,
+    with numpy's integer-array indexing over one open grid per iterator (any index
+    expressions; slow: an index array per dimension)."""
     grids = np.ogrid[tuple(slice(0, extent) for extent in copy.extents)] if copy.extents else []
     point = dict(zip(copy.iterators, grids))
     read = tuple(np.asarray(index.evaluate(point)) for index in copy.value.access.index)
     write = tuple(np.asarray(index.evaluate(point)) for index in copy.write.index)
-    result = aligned_empty(shape, dtype)
-    result[...] = 0
-    result[write] = np.asarray(source, dtype=dtype).reshape(source.shape)[read]
-    result.flags.writeable = False
-    return result
+    result[write] = source[read]
+
+
+# -- strided copies --------------------------------------------------------------------------
+# A copy whose indices are affine in its iterators reads and writes two strided views of the
+# same shape: iterator k moves the address of P by sum(coefficient of k in dimension d *
+# stride of d) bytes. A quasi-affine index floor(i / r) or i mod r (a packed panel) becomes
+# affine once i is split into i = r*q + m (0 <= m < r): the box splits into the full panels
+# and the last, partial one, two boxes over (q, m) where both indices are affine.
+
+
+@dataclass(frozen=True)
+class StridedPiece:
+    """One box of a copy as two strided views: each side is ``(offsets, strides)``, the index
+    of the box's first point in each dimension of the array and, per iterator of the box,
+    how much each index grows with it (``strides[k][d]``)."""
+
+    extents: tuple[int, ...]
+    write: tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]
+    read: tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]
+
+
+def strided_pieces(copy: Statement, source_shape: tuple[int, ...], shape: tuple[int, ...]) -> list[StridedPiece] | None:
+    """The boxes of strided views that together run ``copy`` (a plain copy over a box), or
+    None when it is not one: an index that is neither affine nor a floor division or
+    remainder that splitting an iterator makes affine, an index outside its array somewhere
+    in the box (indexing wraps or raises there), a write map that cannot be shown to be
+    injective (each element written once), an empty box."""
+    extents = dict(zip(copy.iterators, copy.extents))
+    indices = copy.write.index + copy.value.access.index
+    if len(extents) != len(copy.iterators) or len(copy.write.index) != len(shape) or len(copy.value.access.index) != len(source_shape):
+        return None
+    if not all(copy.extents):
+        return None  # nothing to copy
+    if copy.iterators and not any(index.iterators for index in copy.write.index):
+        return None  # one element written by every point: numpy's indexing says what happens
+    # 1. the iterators to split, each by one divisor
+    splits: dict[str, int] = {}
+    for index in indices:
+        if isinstance(index, DynamicIndex) or any(name not in extents for name in index.iterators):
+            return None
+        if isinstance(index, (FloorDiv, Modulo)):
+            for name, coefficient in index.numerator.terms:
+                if coefficient % index.divisor:
+                    divisor = index.divisor // math.gcd(coefficient, index.divisor)
+                    if splits.setdefault(name, divisor) != divisor:
+                        return None
+    # 2. every index as an affine expression over the split box (the box of the copy,
+    # rounded up to whole panels): i -> r*(i//) + (i%), 0 <= i% < r
+    box: dict[str, int] = {}
+    substitutions: dict[str, AffineExpr] = {}
+    for name, extent in extents.items():
+        if name in splits:
+            divisor = splits[name]
+            box[name + "//"], box[name + "%"] = -(-extent // divisor), divisor
+            substitutions[name] = AffineExpr.combine((divisor, name + "//"), (1, name + "%"))
+        else:
+            box[name] = extent
+            substitutions[name] = AffineExpr.of(name)
+    affine = [index_affine(index, substitutions, lambda expr: _range(expr, box)) for index in indices]
+    if any(expr is None for expr in affine):
+        return None
+    write, read = affine[: len(shape)], affine[len(shape) :]
+    iterators = tuple(box)
+    if not _injective([[_coefficient(expr, it) for expr in write] for it in iterators], shape, tuple(box.values())):
+        return None
+    # 3. the pieces: each split iterator runs over its whole panels, then its last, partial one
+    choices = []
+    for name, extent in extents.items():
+        if name in splits:
+            divisor = splits[name]
+            full, last = divmod(extent, divisor)
+            options = [((0, full), (0, divisor))] if full else []
+            options += [((full, 1), (0, last))] if last else []
+            choices.append(options)
+        else:
+            choices.append([((0, extent),)])
+    pieces = []
+    for choice in itertools.product(*choices):
+        ranges = [part for parts in choice for part in parts]  # (start, count), in the order of `iterators`
+        start = dict(zip(iterators, (s for s, _ in ranges)))
+        counts = tuple(c for _, c in ranges)
+        sides = []
+        for exprs, bounds in ((write, shape), (read, source_shape)):
+            offsets = tuple(expr.evaluate(start) for expr in exprs)
+            strides = tuple(tuple(_coefficient(expr, it) for expr in exprs) for it in iterators)
+            for d, offset in enumerate(offsets):  # the lowest and highest index of each dimension
+                low = offset + sum(min(0, strides[k][d] * (counts[k] - 1)) for k in range(len(counts)))
+                high = offset + sum(max(0, strides[k][d] * (counts[k] - 1)) for k in range(len(counts)))
+                if low < 0 or high >= bounds[d]:
+                    return None
+            sides.append((offsets, strides))
+        pieces.append(StridedPiece(counts, sides[0], sides[1]))
+    return pieces
+
+
+def _coefficient(expr: AffineExpr, name: str) -> int:
+    """The coefficient of ``name`` in ``expr`` (0 when it does not appear)."""
+    return next((c for n, c in expr.terms if n == name), 0)
+
+
+def _range(expr: AffineExpr, box: Mapping[str, int]) -> tuple[int, int]:
+    """The least and greatest value of ``expr`` over ``0 <= name < box[name]``."""
+    low = high = expr.constant
+    for name, coefficient in expr.terms:
+        span = coefficient * (box[name] - 1)
+        low, high = low + min(0, span), high + max(0, span)
+    return low, high
+
+
+def _injective(coefficients: list[list[int]], shape: tuple[int, ...], extents: tuple[int, ...]) -> bool:
+    """Whether the affine map with ``coefficients[k][d]`` (iterator k, dimension d) takes
+    distinct row-major offsets at the points of the box ``extents`` (a sufficient test: the
+    offset strides, sorted by size, each exceed the span of the smaller ones together, as
+    the digits of a mixed-radix number)."""
+    row_major = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    strides = sorted((abs(sum(c * s for c, s in zip(row, row_major))), extent) for row, extent in zip(coefficients, extents) if extent > 1)
+    span = 0
+    for stride, extent in strides:
+        if stride <= span:
+            return False
+        span += stride * (extent - 1)
+    return True
+
+
+def _view(array: np.ndarray, side: tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], extents: tuple[int, ...]) -> np.ndarray:
+    """The strided view of ``array`` over a piece: element ``p`` of the view is
+    ``array[offsets + sum(p[k] * strides[k])]`` (all of it inside ``array``:
+    :func:`strided_pieces` checks the bounds)."""
+    offsets, strides = side
+    first = array[tuple(slice(offset, None) for offset in offsets) + (Ellipsis,)]
+    byte_strides = tuple(sum(c * s for c, s in zip(row, array.strides)) for row in strides)
+    return as_strided(first, shape=extents, strides=byte_strides, writeable=array.flags.writeable)
 
 
 def packed_constants(kernel: CompiledKernel, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

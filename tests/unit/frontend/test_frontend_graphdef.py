@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from google.protobuf import text_format
-from tensorboard.compat.proto import graph_pb2, node_def_pb2
+from tensorboard.compat.proto import graph_pb2, node_def_pb2, types_pb2
 
 from polytf.errors import GraphError
 from polytf.frontend import load_graph, parse_graphdef
@@ -319,3 +319,43 @@ def test_parse_graphdef_returns_proto(tmp_path: Path) -> None:
 def test_frontend_does_not_import_tensorflow() -> None:
     code = "import sys, polytf.frontend, polytf.model_zoo; assert 'tensorflow' not in sys.modules, 'imported TF'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _large_graph_def() -> tuple[graph_pb2.GraphDef, np.ndarray]:
+    """The small graph and a 2.4 MB constant "big"."""
+    graph_def = text_format.Parse(SMALL_PBTXT, graph_pb2.GraphDef())
+    weights = np.random.default_rng(4).standard_normal((3, 200_000)).astype("<f4")
+    big = graph_def.node.add(name="big", op="Const")
+    big.attr["dtype"].type = types_pb2.DT_FLOAT
+    tensor = big.attr["value"].tensor
+    tensor.dtype = types_pb2.DT_FLOAT
+    tensor.tensor_shape.dim.add(size=3)
+    tensor.tensor_shape.dim.add(size=200_000)
+    tensor.tensor_content = weights.tobytes()
+    return graph_def, weights
+
+
+def test_large_binary_graph_is_parsed(tmp_path: Path) -> None:
+    graph_def, weights = _large_graph_def()
+    path = tmp_path / "large.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    assert parse_graphdef(path) == graph_def
+    value = load_graph(path, outputs=["big"]).node("big").attr("value")
+    assert value.dtype == np.float32 and value.shape == (3, 200_000)
+    np.testing.assert_array_equal(value, weights)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "words"),
+    [
+        ("blank.pb", b" \t\r\n\x0b\x0c" * 200_000, "the file is empty"),
+        ("random.pb", np.random.default_rng(5).bytes(1_500_000), "not a valid GraphDef"),
+        ("cut.pb", _large_graph_def()[0].SerializeToString()[:-1000], "truncated or corrupted"),
+    ],
+)
+def test_large_bad_files_are_read_and_reported(tmp_path: Path, name: str, content: bytes, words: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    _assert_bad_file(path)
+    with pytest.raises(GraphError, match=words):
+        load_graph(path)

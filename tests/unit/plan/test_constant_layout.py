@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from polytf.compiler.kernel_compilation import constant_arrays
 from polytf.compiler.model_builder import build_model
@@ -14,7 +16,10 @@ from polytf.compiler.preparation import PreparedModel
 from polytf.config import MeasurementConfig
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
-from polytf.plan.constant_layout import evaluate_copy
+from polytf.plan.constant_layout import _copy_by_indexing, evaluate_copy, strided_pieces
+from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
+from polytf.poly.expression import Access, Load
+from polytf.poly.statement import Statement
 from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.builder import schedule_scop
 from polytf.schedules.recipe import CpuRecipe
@@ -74,3 +79,134 @@ def test_kernels_with_prepacked_weights_compute_the_reference(graph, recipe):
     (expected,) = kernel.reference({**feeds, **kernel.constant_values}).values()
     (out,) = model(**inputs).values()
     np.testing.assert_allclose(out.reshape(expected.shape), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+# -- the strided copy against numpy's integer-array indexing -------------------------------
+STRIDED = settings(max_examples=60, deadline=None)
+
+
+def _by_indexing(copy, source, shape, dtype):
+    """What the copy writes, through the indexing path (the reference of the strided one)."""
+    result = np.zeros(shape, dtype)
+    _copy_by_indexing(copy, np.asarray(source, dtype=dtype), result)
+    return result
+
+
+def _check_equal(copy, source, shape, dtype="float32"):
+    try:
+        expected = _by_indexing(copy, source, shape, dtype)
+    except (IndexError, ValueError) as error:  # outside the source, or shapes numpy cannot broadcast
+        with pytest.raises(type(error)):
+            evaluate_copy(copy, source, shape, dtype)
+        return
+    packed = evaluate_copy(copy, source, shape, dtype)
+    assert packed.dtype == np.dtype(dtype) and packed.shape == tuple(shape)
+    assert not packed.flags.writeable and packed.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(packed, expected)
+
+
+def _panel_copy(data, dtype):
+    """A packing copy as the schedules make one: a permutation of the source's dimensions,
+    some of them cut into panels of odd sizes (floor division and remainder), the last
+    panel partial."""
+    rank = data.draw(st.integers(1, 4))
+    source_shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
+    iterators = tuple(f"d{k}" for k in range(rank))
+    order = data.draw(st.permutations(range(rank)))  # the iterator that runs over each source dimension
+    extents = [0] * rank
+    for dimension, k in enumerate(order):
+        extents[k] = source_shape[dimension]
+    read = Access.of("A1", *(iterators[k] for k in order))
+    registers = {it: data.draw(st.integers(1, 5)) for it in iterators if data.draw(st.booleans())}
+    tiled = [it for it in iterators if it in registers]
+    rest = data.draw(st.permutations([it for it in iterators if it not in registers]))
+    index = [FloorDiv(AffineExpr.of(it), registers[it]) for it in tiled] + [AffineExpr.of(it) for it in rest] + [Modulo(AffineExpr.of(it), registers[it]) for it in tiled]
+    extent = dict(zip(iterators, extents))
+    shape = tuple(-(-extent[it] // registers[it]) for it in tiled) + tuple(extent[it] for it in rest) + tuple(registers[it] for it in tiled)
+    copy = Statement("C0", iterators, tuple(extents), Access("P0", tuple(index)), Load(read))
+    source = np.arange(1, np.prod(source_shape) + 1).reshape(source_shape).astype(dtype)
+    return copy, source, shape
+
+
+@STRIDED
+@given(data=st.data(), dtype=st.sampled_from(["float32", "int32", "int64"]))
+def test_panel_copies_are_strided_and_equal_the_indexed_copy(data, dtype):
+    copy, source, shape = _panel_copy(data, dtype)
+    assert strided_pieces(copy, source.shape, shape) is not None
+    _check_equal(copy, source, shape, dtype)
+
+
+@STRIDED
+@given(data=st.data())
+def test_panel_copy_of_a_strided_source_converted_to_the_target_dtype(data):
+    copy, source, shape = _panel_copy(data, "int64")
+    # a non-contiguous, reversed view of another dtype: converted, then read through its strides
+    wide = np.repeat(source[..., None], 2, axis=-1)[..., ::-1][..., 0]
+    _check_equal(copy, wide, shape, "float32")
+
+
+@STRIDED
+@given(data=st.data())
+def test_affine_copies_equal_the_indexed_copy(data):
+    # any affine indices: strided where they stay inside both arrays and write each
+    # element at most once, else the indexed copy (which wraps negative indices, or raises)
+    rank = data.draw(st.integers(0, 3))
+    iterators = tuple(f"d{k}" for k in range(rank))
+    extents = tuple(data.draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
+    inside = data.draw(st.booleans())  # shift the indices into the arrays, and size these to fit
+
+    def indices(count):
+        """``count`` affine indices, each iterator in one of them (or, sometimes, none)."""
+        terms = [[] for _ in range(count)]
+        for it in iterators:
+            if data.draw(st.integers(0, 5)):
+                terms[data.draw(st.integers(0, count - 1))].append((data.draw(st.sampled_from([-2, -1, 1, 2, 3])), it))
+        result, shape = [], []
+        for parts in terms:
+            expr = AffineExpr.combine(*parts)
+            low = sum(min(0, c * (extents[iterators.index(it)] - 1)) for c, it in parts)
+            high = sum(max(0, c * (extents[iterators.index(it)] - 1)) for c, it in parts)
+            shift = -low + data.draw(st.integers(0, 2)) if inside else data.draw(st.integers(-2, 4))
+            result.append(expr + shift)
+            shape.append(high + shift + 1 + data.draw(st.integers(0, 2)) if inside else data.draw(st.integers(1, 12)))
+        return tuple(result), tuple(shape)
+
+    read, source_shape = indices(data.draw(st.integers(1, 3)))
+    write, shape = indices(data.draw(st.integers(1, 3)))
+    copy = Statement("C0", iterators, extents, Access("P0", write), Load(Access("A1", read)))
+    source = np.arange(1, np.prod(source_shape) + 1, dtype=np.float32).reshape(source_shape)
+    _check_equal(copy, source, shape)
+
+
+def test_permuted_and_offset_writes_leave_zeros_elsewhere():
+    # P[2*i + 1, j] = A[j, i]: a transpose into every other row, the rest zero
+    source = np.arange(12, dtype=np.float32).reshape(3, 4)
+    write = Access.of("P0", AffineExpr.combine((2, "i"), constant=1), "j")
+    copy = Statement("C0", ("i", "j"), (4, 3), write, Load(Access.of("A1", "j", "i")))
+    pieces = strided_pieces(copy, source.shape, (9, 3))
+    assert pieces is not None and len(pieces) == 1
+    packed = evaluate_copy(copy, source, (9, 3), "float32")
+    np.testing.assert_array_equal(packed[1::2], source.T)
+    assert not packed[0::2].any()
+
+
+@pytest.mark.parametrize(
+    "write, read, extents, source_shape, shape",
+    [
+        # floor((i + 1) / 2): the remainder i mod 2 + 1 crosses a panel
+        ((FloorDiv(AffineExpr.combine((1, "i"), constant=1), 2), Modulo(AffineExpr.of("i"), 2)), ("i",), (7,), (7,), (4, 2)),
+        # (i + j) mod 3: two iterators in one remainder
+        ((Modulo(AffineExpr.combine((1, "i"), (1, "j")), 3), "j"), ("i", "j"), (4, 5), (4, 5), (3, 5)),
+        # P[i // 2] = A[i]: two points write each element (the last one wins)
+        ((FloorDiv(AffineExpr.of("i"), 2),), ("i",), (6,), (6,), (3,)),
+        # P[i, i] = A[i]: a diagonal is strided, but P[i - 1] reads A[-1] (indexing wraps)
+        (("i",), (AffineExpr.combine((1, "i"), constant=-1),), (3,), (3,), (3,)),
+    ],
+    ids=["floor-crosses-panel", "two-iterator-remainder", "not-injective", "wrapping-index"],
+)
+def test_copies_that_are_not_strided_fall_back_to_indexing(write, read, extents, source_shape, shape):
+    iterators = ("i", "j")[: len(extents)]
+    copy = Statement("C0", iterators, extents, Access.of("P0", *write), Load(Access.of("A1", *read)))
+    source = np.arange(1, np.prod(source_shape) + 1, dtype=np.float32).reshape(source_shape)
+    assert strided_pieces(copy, source_shape, shape) is None
+    _check_equal(copy, source, shape)
