@@ -156,15 +156,14 @@ class KernelCodeCache:
             progress: called with ``(done, total)`` after each compiled job.
         """
         missing = self.missing(jobs)
-        if not missing:
-            return
-        for job, entry in compile_objects(self.target, missing, progress):
-            if entry is None:
-                continue
-            key = self.key(job.scop, job.recipe, job.constant_arrays)
-            self._entries[key.digest()] = entry
-            self.compiled += 1
-            self._save(lambda key=key, entry=entry: self.objects.save(key, entry))
+        for done, (job, entry) in enumerate(compile_objects(self.target, missing), start=1):
+            if entry is not None:
+                key = self.key(job.scop, job.recipe, job.constant_arrays)
+                self._entries[key.digest()] = entry
+                self.compiled += 1
+                self._save(lambda key=key, entry=entry: self.objects.save(key, entry))
+            if progress:
+                progress(done, len(missing))
 
     def _load(self, key: ObjectKey) -> KernelObject | None:
         return self.objects.load(key) if self.objects is not None else None

@@ -25,7 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from polytf.compiler.kernel_objects import CompileJob, kernel_object
@@ -51,13 +51,11 @@ def worker_count(jobs: int) -> int:
     return max(0, min(cpus - 1, jobs // MIN_JOBS_PER_WORKER - 1))
 
 
-def compile_objects(target: CpuTarget, jobs: Sequence[CompileJob], progress: Callable[[int, int], None] | None = None) -> Iterator[tuple[CompileJob, KernelObject | None]]:
-    """Compile ``jobs`` (:class:`~polytf.compiler.kernel_objects.CompileJob`) for ``target`` in
-    this process and :func:`worker_count` workers; yields ``(job, object or None)`` in
-    ``jobs`` order once all are done (None: the job failed, see the module docstring).
-
-    Args:
-        progress: called in this thread with ``(done, total)`` as jobs finish.
+def compile_objects(target: CpuTarget, jobs: Sequence[CompileJob]) -> Iterator[tuple[CompileJob, KernelObject | None]]:
+    """Compile ``jobs`` for ``target`` in this process and :func:`worker_count` workers; yields
+    ``(job, object or None)`` in this thread as each job finishes (None: the job failed, see
+    the module docstring), so that the caller keeps each result at once (a Ctrl-C loses only
+    the jobs in flight). Closing the generator early, or an exception, stops the workers.
     """
     results: list[KernelObject | None] = [None] * len(jobs)
     pending: queue.Queue[int] = queue.Queue()
@@ -74,33 +72,33 @@ def compile_objects(target: CpuTarget, jobs: Sequence[CompileJob], progress: Cal
             try:
                 index = pending.get_nowait()
             except queue.Empty:  # the rest is in the workers: wait for one of them
-                finished.get()
+                index = finished.get()
             else:
                 job = jobs[index]
                 try:
                     results[index] = kernel_object(target.compile(job.scop, job.recipe, job.constant_arrays))
                 except PolytfError:
                     results[index] = None  # compiled again by the caller, which reports the error
-            done += 1 + _count_finished(finished)
-            if progress:
-                progress(done, len(jobs))
+            done += 1
+            yield jobs[index], results[index]
+            for index in _finished_meanwhile(finished):
+                done += 1
+                yield jobs[index], results[index]
         for thread in threads:
             thread.join()
     finally:
         for worker in workers:
             worker.stop()
-    yield from zip(jobs, results)
 
 
-def _count_finished(finished: queue.Queue) -> int:
-    """Jobs the workers finished meanwhile (taken from ``finished`` without waiting)."""
-    count = 0
+def _finished_meanwhile(finished: queue.Queue) -> list[int]:
+    """The jobs the workers finished meanwhile (taken from ``finished`` without waiting)."""
+    indices = []
     while True:
         try:
-            finished.get_nowait()
+            indices.append(finished.get_nowait())
         except queue.Empty:
-            return count
-        count += 1
+            return indices
 
 
 class _Worker:
@@ -120,7 +118,7 @@ class _Worker:
         left None in ``results``."""
         try:
             _send(self.process.stdin, self._spec)
-        except OSError:
+        except (OSError, ValueError):  # a worker that did not start, or was stopped
             return
         while True:
             try:
@@ -131,8 +129,8 @@ class _Worker:
                 _send(self.process.stdin, jobs[index])
                 entry, _ = _receive(self.process.stdout)
                 results[index] = entry
-            except (OSError, EOFError, pickle.UnpicklingError):
-                results[index] = None  # a dead worker: the jobs left in ``pending`` go to this process
+            except (OSError, ValueError, EOFError, pickle.UnpicklingError):
+                results[index] = None  # a dead or stopped worker: the jobs left in ``pending`` go to this process
                 finished.put(index)
                 return
             finished.put(index)

@@ -201,10 +201,33 @@ def test_worker_processes_make_the_same_object_code_as_this_process(chain, monke
     defaults = KernelCodeCache(target, 1, None)
     jobs = [CompileJob(k.scop, defaults.default_recipe(k), constant_arrays(k)) for k in prepared.kernels]
     monkeypatch.setattr(compile_workers, "worker_count", lambda jobs: 2)  # two workers even on one CPU
-    progress = []
-    results = list(compile_workers.compile_objects(target, jobs, lambda done, total: progress.append((done, total))))
-    assert [job for job, _ in results] == jobs and all(entry is not None for _, entry in results)
-    assert progress[-1] == (len(jobs), len(jobs))
+    results = list(compile_workers.compile_objects(target, jobs))
+    assert sorted(jobs.index(job) for job, _ in results) == list(range(len(jobs))) and all(entry is not None for _, entry in results)
     for job, entry in results:
         here = kernel_object(target.compile(job.scop, job.recipe, job.constant_arrays))
         assert entry.object_code == here.object_code and pickle.loads(entry.facts) == pickle.loads(here.facts)
+
+
+def test_ctrl_c_during_a_parallel_compile_keeps_what_was_compiled_and_stops_the_workers(chain, tmp_path, monkeypatch):
+    path, _ = chain
+    prepared = prepare_model(path)
+    code_cache = KernelCodeCache(CpuTarget(), 1, ObjectCache(tmp_path))
+    jobs = [CompileJob(k.scop, code_cache.default_recipe(k), constant_arrays(k)) for k in prepared.kernels]
+    started = []
+    original = compile_workers._Worker.__init__
+
+    def remember(self, target):
+        original(self, target)
+        started.append(self.process)
+
+    monkeypatch.setattr(compile_workers._Worker, "__init__", remember)
+    monkeypatch.setattr(compile_workers, "worker_count", lambda jobs: 1)
+
+    def interrupt(done, total):
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        code_cache.prefetch(jobs, interrupt)
+    assert len(_object_files(tmp_path)) == 2, "each finished kernel is kept at once"
+    assert started and all(process.poll() is not None for process in started), "the workers are stopped"
