@@ -29,13 +29,14 @@ of the loops.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
 import islpy as isl
 import llvmlite.ir as ir
 
-from polytf.poly.affine import AffineExpr, affine_of_ast, index_affine
+from polytf.poly.affine import AffineExpr, FloorDiv, Modulo, affine_of_ast, index_affine, quotient_affine, substitute
 from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
 from polytf.schedules.marks import MicrokernelMark, mark_of
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
@@ -61,6 +62,116 @@ class _RegisterLoop:
     iterator: str
     start: AffineExpr
     size: int
+
+
+def _offset_symbol(position: int) -> str:
+    """The name that stands for the offset of register loop ``position`` while an address
+    is read once for every register point (:class:`_AddressPlan`); isl names AST
+    iterators ``c0``, ``c1``..., and opaque values are ``%opaque<n>``, so it names nothing else."""
+    return f"%register_offset{position}"
+
+
+@dataclass(frozen=True)
+class _ShiftedForm:
+    """An affine expression of the register offsets ``o``: ``rest + sum(o[k] * deltas[k])``,
+    where ``rest`` names no offset."""
+
+    rest: AffineExpr
+    deltas: tuple[int, ...]
+
+    @staticmethod
+    def split(expression: AffineExpr, registers: int) -> _ShiftedForm:
+        """``expression`` over the offset symbols (:func:`_offset_symbol`) of ``registers``
+        register loops, split into the symbols' coefficients and the rest."""
+        symbols = {_offset_symbol(position): position for position in range(registers)}
+        deltas = [0] * registers
+        rest = []
+        for name, coefficient in expression.terms:
+            position = symbols.get(name)
+            if position is None:
+                rest.append((name, coefficient))
+            else:
+                deltas[position] = coefficient
+        return _ShiftedForm(AffineExpr(tuple(rest), expression.constant), tuple(deltas))
+
+    def at(self, offsets: tuple[int, ...]) -> AffineExpr:
+        """The expression with each offset symbol replaced by its value. ``rest`` keeps the
+        canonical form of ``expression`` without the symbols' terms (still sorted, still
+        non-zero), so this is exactly what substituting the integers would build."""
+        return AffineExpr(self.rest.terms, self.rest.constant + sum(offset * delta for offset, delta in zip(offsets, self.deltas)))
+
+
+@dataclass(frozen=True)
+class _QuotientIndex:
+    """A floor division or modulo index of an access, its numerator over the offsets."""
+
+    numerator: _ShiftedForm
+    divisor: int
+    floor: bool
+    stride: int
+
+
+@dataclass(frozen=True)
+class _AddressPlan:
+    """The offset form of one access at every register point, from one symbolic reading.
+
+    The iterator forms at register offsets ``o`` are ``start_k + o[k]`` substituted into the
+    call's arguments by :func:`affine_of_ast`. Read once with a symbol ``s_k`` per offset
+    instead of the integer, every step of that reading (and of :func:`substitute`, and of
+    the sum of ``index * stride``) is a sum or an integer multiple of affine expressions,
+    which commutes with replacing ``s_k`` by ``o[k]``; the one step that branches, a product,
+    takes the branch whose factor is constant symbolically, and a constant stays constant when
+    the symbols get values (when instead the other factor becomes constant, both branches
+    give the same constant). So when the symbolic reading succeeds, the form at ``o`` is the
+    symbolic form with ``s_k = o[k]``, and canonical forms are unique, so it is the very
+    expression the point-by-point reading builds. The affine indices thus contribute
+    ``affine.at(o)``: a base plus ``sum(o[k] * delta_k)``.
+
+    A floor division or modulo index is not linear in ``o`` (its quotient ``q`` jumps), but
+    its numerator is: :func:`quotient_affine` is applied to the numerator at ``o`` when the
+    lanes are computed, with the loop ranges of that moment, as the point-by-point reading
+    does.
+    """
+
+    affine: _ShiftedForm
+    quotients: tuple[_QuotientIndex, ...]
+
+    @staticmethod
+    def of(access, strides: tuple[int, ...], symbolic_forms: dict[str, AffineExpr], registers: int) -> _AddressPlan | None:
+        """The plan of ``access`` from the iterator forms over the offset symbols, or None
+        when an index is neither affine nor a floor division or modulo (a dynamic index)."""
+        total = AffineExpr()
+        quotients = []
+        for index, stride in zip(access.index, strides):
+            if isinstance(index, AffineExpr):
+                total = total + substitute(index, symbolic_forms) * stride
+            elif isinstance(index, (FloorDiv, Modulo)):
+                numerator = _ShiftedForm.split(substitute(index.numerator, symbolic_forms), registers)
+                quotients.append(_QuotientIndex(numerator, index.divisor, isinstance(index, FloorDiv), stride))
+            else:
+                return None
+        return _AddressPlan(_ShiftedForm.split(total, registers), tuple(quotients))
+
+    def lane_forms(self, point: tuple[int, ...], width: int, range_of) -> list[AffineExpr | None]:
+        """The offset forms of the ``width`` lanes of the vector at register point ``point``
+        (lane ``l`` is at the offsets of ``point`` with ``l`` added to the last one), each
+        None where a floor division or modulo is not affine there, as
+        :meth:`_Microkernel._offset_form` answers. Adding ``l`` to the last offset adds
+        ``l * deltas[-1]`` to a shifted form's constant (:meth:`_ShiftedForm.at`)."""
+        affine = self.affine.at(point)
+        numerators = [quotient.numerator.at(point) for quotient in self.quotients]
+        result: list[AffineExpr | None] = []
+        for lane in range(width):
+            total = AffineExpr(affine.terms, affine.constant + lane * self.affine.deltas[-1])
+            for quotient, numerator in zip(self.quotients, numerators):
+                shifted = AffineExpr(numerator.terms, numerator.constant + lane * quotient.numerator.deltas[-1])
+                form = quotient_affine(shifted, quotient.divisor, quotient.floor, range_of)
+                if form is None:
+                    total = None
+                    break
+                total = total + form * quotient.stride
+            result.append(total)
+        return result
 
 
 def _register_tiles(mark: isl.AstNode) -> list[tuple[int, str]]:
@@ -335,6 +446,8 @@ class _Microkernel:
         self.points: list[tuple[int, ...]] = []
         #: (valid lanes as i32, vectors emitted) while a cut-short tile is emitted masked
         self.masking: tuple[ir.Value, int] | None = None
+        #: access -> its _AddressPlan (None: read point by point)
+        self._address_plans: dict = {}
 
     # -- analysis ------------------------------------------------------------------------
     def _iterator_forms(self, offsets: tuple[int, ...]) -> dict[str, AffineExpr] | None:
@@ -457,11 +570,39 @@ class _Microkernel:
         return cached
 
     def _compute_lane_forms(self, access, point: tuple[int, ...]) -> list[AffineExpr]:
+        plan = self._address_plan(access)
+        if plan is not None:
+            return plan.lane_forms(point, self.width, self.g._range_of)
         result = []
         for lane in range(self.width):
             offsets = point[:-1] + (point[-1] + lane,)
             result.append(self._offset_form(access, self._iterator_forms(offsets)))
         return result
+
+    def _address_plan(self, access) -> _AddressPlan | None:
+        """The access's offsets at every register point from one symbolic reading, or None
+        when the arguments or an index are not affine in the offset symbols (then each
+        point is read on its own, as before)."""
+        if access not in self._address_plans:
+            forms = self._symbolic_iterator_forms
+            plan = None if forms is None else _AddressPlan.of(access, self.g.strides[access.array], forms, len(self.registers))
+            self._address_plans[access] = plan
+        return self._address_plans[access]
+
+    @functools.cached_property
+    def _symbolic_iterator_forms(self) -> dict[str, AffineExpr] | None:
+        """:meth:`_iterator_forms` with register loop ``k`` at ``start + s_k`` (the symbol
+        :func:`_offset_symbol`) instead of ``start + offset``; None when an argument is not
+        affine then (a product of two register iterators, say: the point-by-point reading
+        may still find it affine at each point)."""
+        symbols = {r.iterator: r.start + AffineExpr.of(_offset_symbol(position)) for position, r in enumerate(self.registers)}
+        forms = {}
+        for name, argument in zip(self.statement.iterators, self.arguments):
+            form = affine_of_ast(argument, symbols)
+            if form is None:
+                return None
+            forms[name] = form
+        return forms
 
     def emit(self) -> None:
         g = self.g

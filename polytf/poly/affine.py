@@ -63,9 +63,21 @@ class AffineExpr:
         return AffineExpr(tuple(sorted((n, c) for n, c in total.items() if c != 0)), const)
 
     def __add__(self, other: AffineLike) -> AffineExpr:
-        if isinstance(other, (int, np.integer)):
+        """The sum, in the canonical form (terms sorted by name, no zero coefficient).
+
+        Both operands are canonical (the invariant of ``terms``, which every operation here
+        keeps), so when one of them has no terms the other's terms are already the sum's
+        terms and the merge is skipped: ``sorted`` of sorted unique names with non-zero
+        coefficients is the same tuple."""
+        if isinstance(other, AffineExpr):
+            if not other.terms:
+                return AffineExpr(self.terms, self.constant + other.constant)
+            if not self.terms:
+                return AffineExpr(other.terms, self.constant + other.constant)
+        elif isinstance(other, (int, np.integer)):
             return AffineExpr(self.terms, self.constant + int(other))
-        other = AffineExpr.of(other)
+        else:
+            other = AffineExpr.of(other)
         total = dict(self.terms)
         for name, c in other.terms:
             total[name] = total.get(name, 0) + c
@@ -75,6 +87,13 @@ class AffineExpr:
         return self + other
 
     def __sub__(self, other: AffineLike) -> AffineExpr:
+        """The difference. Of two expressions with the same terms (the lanes of a vector
+        access, say) it is their constants' difference: every coefficient cancels, and the
+        canonical form drops the zeros, as ``self + other * -1`` would."""
+        if isinstance(other, AffineExpr):
+            if other.terms == self.terms:
+                return AffineExpr((), self.constant - other.constant)
+            return self + other * -1
         if isinstance(other, (int, np.integer)):
             return self + (-int(other))
         return self + AffineExpr.of(other) * -1
@@ -239,10 +258,16 @@ def substitute(expression: AffineExpr, substitutions: Mapping[str, AffineExpr]) 
     Raises:
         KeyError: a name of ``expression`` has no substitution.
     """
-    result = AffineExpr.of(expression.constant)
+    total: dict[str, int] = {}
+    constant = int(expression.constant)
     for name, coefficient in expression.terms:
-        result = result + substitutions[name] * coefficient
-    return result
+        replacement = substitutions[name]
+        coefficient = int(coefficient)
+        constant += replacement.constant * coefficient
+        for term, factor in replacement.terms:
+            total[term] = total.get(term, 0) + factor * coefficient
+    # the same canonical form as summing ``substitutions[name] * coefficient`` one by one
+    return AffineExpr(tuple(sorted((name, c) for name, c in total.items() if c)), constant)
 
 
 def index_affine(
@@ -256,16 +281,28 @@ def index_affine(
     inclusive) to stay inside one block of ``d``: then they are ``X + q`` and ``R - d*q``."""
     if isinstance(index, AffineExpr):
         return substitute(index, substitutions)
-    numerator = substitute(index.numerator, substitutions)
-    divisor = index.divisor
-    floor = isinstance(index, FloorDiv)
-    divisible = AffineExpr(tuple((n, c) for n, c in numerator.terms if c % divisor == 0))
-    remainder = numerator - divisible
+    return quotient_affine(substitute(index.numerator, substitutions), index.divisor, isinstance(index, FloorDiv), range_of)
+
+
+def quotient_affine(
+    numerator: AffineExpr, divisor: int, floor: bool, range_of: Callable[[AffineExpr], tuple[int, int] | None]
+) -> AffineExpr | None:
+    """``floor(numerator / divisor)`` (``floor``) or ``numerator mod divisor`` as an affine
+    expression, or None when it is not affine (see :func:`index_affine`, whose second half
+    this is: the numerator is already substituted).
+
+    The numerator's terms split into the divisible ones ``d*X`` and the rest ``R``; both
+    parts are subsequences of its canonical terms, hence canonical, so they are built
+    directly rather than as ``numerator - divisible``."""
+    divisible = tuple((name, c) for name, c in numerator.terms if c % divisor == 0)
+    remainder = AffineExpr(tuple((name, c) for name, c in numerator.terms if c % divisor), numerator.constant)
     bounds = range_of(remainder)
     if bounds is None or bounds[0] // divisor != bounds[1] // divisor:
         return None
     q = bounds[0] // divisor
-    return divisible.floor_divided(divisor) + q if floor else remainder - divisor * q
+    if floor:
+        return AffineExpr(tuple((name, c // divisor) for name, c in divisible), int(q))
+    return AffineExpr(remainder.terms, remainder.constant - int(divisor * q))
 
 
-__all__ = ["AffineExpr", "AffineLike", "FloorDiv", "Modulo", "DynamicIndex", "IndexExpr", "affine_of_ast", "substitute", "index_affine"]
+__all__ = ["AffineExpr", "AffineLike", "FloorDiv", "Modulo", "DynamicIndex", "IndexExpr", "affine_of_ast", "substitute", "index_affine", "quotient_affine"]

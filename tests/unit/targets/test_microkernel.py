@@ -16,6 +16,7 @@ from polytf.schedules.recipe import CpuRecipe
 from polytf.schedules.structure import shared_band_depth
 from polytf.schedules.target_limits import TargetLimits
 from polytf.targets.cpu import CpuTarget
+from polytf.targets.microkernel import _Microkernel
 
 TARGET = CpuTarget()
 
@@ -137,3 +138,60 @@ def test_row_bound_that_depends_on_a_reduction_iterator_takes_the_generic_path()
     kernel = kernels_of(graph_conv_bias_relu(16, 16, 3, 32, stride=2))[0]
     recipe = CpuRecipe(tile_sizes=(0, 0, 12, 32), register_tile_sizes=(0, 0, 6, 16), pack=("A1",), parallel=True)
     assert _verify(kernel, recipe) is None
+
+
+#: kernels and recipes whose micro-kernels read packed panels (floor division and modulo
+#: indices), zero-padded and im2col copies, and run tiles cut short (masked vectors, row
+#: variants, one column at a time)
+_ADDRESS_CASES = [
+    (lambda: graph_matmul_bias_relu(12, 9, 32), CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A1",))),
+    (lambda: graph_matmul_bias_relu(13, 7, 21), CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A0", "A1"), parallel=True)),
+    (lambda: graph_matmul_bias_relu(14, 9, 29), CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, parallel=True)),
+    (lambda: graph_matmul_bias_relu(9, 5, 21), CpuRecipe(tile_sizes=(6, 16), register_tile_sizes=(3, 16), vector_width=4, pack=("A1",))),
+    (
+        lambda: graph_conv_bias_relu(8, 8, 3, 16, stride=1),
+        CpuRecipe(tile_sizes=(1, 2, 8, 16), tile_order=(1, 0, 2, 3), register_tile_sizes=(0, 0, 4, 16), pad=True, pack=("A1",)),
+    ),
+    (
+        lambda: graph_conv_bias_relu(8, 8, 3, 16, stride=1),
+        CpuRecipe(tile_sizes=(1, 2, 8, 16), tile_order=(1, 0, 2, 3), register_tile_sizes=(0, 0, 4, 16), algorithm="im2col", pack=("A1",)),
+    ),
+    (lambda: graph_conv_bias_relu(16, 16, 3, 32, stride=2), CpuRecipe(tile_sizes=(0, 0, 12, 32), register_tile_sizes=(0, 0, 6, 16), pack=("A1",))),
+]
+
+
+def _point_by_point(tile: _Microkernel, access, point):
+    """The lane forms as the emitter read them before address plans: every lane's offsets
+    substituted into the call's arguments, then into every index."""
+    return [tile._offset_form(access, tile._iterator_forms(point[:-1] + (point[-1] + lane,))) for lane in range(tile.width)]
+
+
+def test_address_plans_give_the_lane_forms_of_the_point_by_point_reading(monkeypatch):
+    compute = _Microkernel._compute_lane_forms
+    seen = {"plans": 0, "quotients": 0}
+
+    def checked(tile, access, point):
+        forms = compute(tile, access, point)
+        plan = tile._address_plan(access)
+        assert plan is not None
+        seen["plans"] += 1
+        seen["quotients"] += bool(plan.quotients)
+        # the same expressions, term for term (AffineExpr equality compares the terms)
+        assert forms == _point_by_point(tile, access, point), (access, point)
+        return forms
+
+    monkeypatch.setattr(_Microkernel, "_compute_lane_forms", checked)
+    for graph, recipe in _ADDRESS_CASES:
+        kernel = kernels_of(graph())[0]
+        TARGET.emit_llvm_ir(kernel.scop, recipe)
+    assert seen["plans"] and seen["quotients"], seen
+
+
+@pytest.mark.parametrize("case", range(len(_ADDRESS_CASES)))
+def test_reading_addresses_point_by_point_emits_the_same_ir(monkeypatch, case):
+    graph, recipe = _ADDRESS_CASES[case]
+    kernel = kernels_of(graph())[0]
+    planned = TARGET.emit_llvm_ir(kernel.scop, recipe)
+    # no symbolic reading: every access takes the point-by-point fallback
+    monkeypatch.setattr(_Microkernel, "_symbolic_iterator_forms", property(lambda tile: None))
+    assert TARGET.emit_llvm_ir(kernel.scop, recipe) == planned
