@@ -39,6 +39,7 @@ from polytf.errors import CacheError, PolytfError
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.recipe import ScheduleRecipe
+from polytf.schedules.validation import validate_recipe
 from polytf.storage.object_cache import DefaultRecipeKey, KernelObject, ObjectCache, ObjectEntry, ObjectKey, warn_ignored_object
 from polytf.targets.cpu import KERNEL_FUNCTION_TYPE, CpuTarget
 from polytf.targets.target import CompiledKernel
@@ -97,10 +98,10 @@ class KernelCodeCache:
         recipe = None
         stored = self.objects.load_default_recipe(key) if self.objects is not None else None
         if stored is not None:
-            try:
-                recipe = ScheduleRecipe.from_dict(stored)
+            try:  # the schema and the kernel's ranges (no isl): a file is never trusted
+                recipe = validate_recipe(kernel.scop, ScheduleRecipe.from_dict(stored), self.target.limits)
             except PolytfError as error:
-                warn_ignored_object(self.objects.default_recipe_path(key), f"its recipe is malformed ({error})")
+                warn_ignored_object(self.objects.default_recipe_path(key), f"its recipe cannot be used ({error})")
         if recipe is None:
             recipe = self.target.search_space(kernel.scop, self.threads).default_recipe()
             self._save(lambda: self.objects.save_default_recipe(key, recipe.to_dict()))

@@ -231,3 +231,15 @@ def test_ctrl_c_during_a_parallel_compile_keeps_what_was_compiled_and_stops_the_
         code_cache.prefetch(jobs, interrupt)
     assert len(_object_files(tmp_path)) == 2, "each finished kernel is kept at once"
     assert started and all(process.poll() is not None for process in started), "the workers are stopped"
+
+
+def test_a_default_recipe_invalid_for_its_kernel_is_one_warning(chain, tmp_path):
+    path, _ = chain
+    expected = _run(path, tmp_path)
+    for memo in (tmp_path / "objects").glob(f"*{DEFAULT_RECIPE_SUFFIX}"):
+        value = json.loads(memo.read_text())
+        value["recipe"]["register_tile_sizes"] = [7, 7, 7, 7, 7, 7]  # wrong length for every kernel
+        memo.write_text(json.dumps(value))
+    output, messages = _warnings_of(lambda: _run(path, tmp_path))
+    assert output.tobytes() == expected.tobytes()
+    assert len(messages) == 6 and all("its recipe cannot be used" in message for message in messages), messages
