@@ -99,8 +99,10 @@ class KernelCodeCache:
         stored = self.objects.load_default_recipe(key) if self.objects is not None else None
         if stored is not None:
             try:  # the schema and the kernel's ranges (no isl): a file is never trusted
-                recipe = validate_recipe(kernel.scop, ScheduleRecipe.from_dict(stored), self.target.limits)
+                recipe = ScheduleRecipe.from_dict(stored)
+                validate_recipe(kernel.scop, recipe, self.target.limits)  # checked; the key keeps the recipe as it was made
             except PolytfError as error:
+                recipe = None
                 warn_ignored_object(self.objects.default_recipe_path(key), f"its recipe cannot be used ({error})")
         if recipe is None:
             recipe = self.target.search_space(kernel.scop, self.threads).default_recipe()

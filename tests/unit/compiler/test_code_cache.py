@@ -16,6 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from graphdef_builders import write_dense_chain_graphdef
+from hand_built_graphs import (
+    graph_broadcast_chain,
+    graph_conv_bias_relu,
+    graph_depthwise,
+    graph_maxpool,
+    graph_softmax,
+    kernels_of,
+)
 
 import polytf
 from polytf.compiler import compile_workers
@@ -243,3 +251,18 @@ def test_a_default_recipe_invalid_for_its_kernel_is_one_warning(chain, tmp_path)
     output, messages = _warnings_of(lambda: _run(path, tmp_path))
     assert output.tobytes() == expected.tobytes()
     assert len(messages) == 6 and all("its recipe cannot be used" in message for message in messages), messages
+
+
+@pytest.mark.parametrize("graph", [graph_conv_bias_relu(), graph_maxpool(), graph_softmax(), graph_depthwise(), graph_broadcast_chain()], ids=["conv", "maxpool", "softmax", "depthwise", "broadcast"])
+def test_a_remembered_default_recipe_gives_the_same_key(graph, tmp_path):
+    # a later process reads the default recipe back: its object key must be the one the
+    # first process stored the object under, or every warm load would compile again
+    target = CpuTarget()
+    for kernel in kernels_of(graph):
+        first = KernelCodeCache(target, 2, ObjectCache(tmp_path))
+        recipe = first.default_recipe(kernel)
+        later = KernelCodeCache(target, 2, ObjectCache(tmp_path))
+        remembered = later.default_recipe(kernel)
+        assert remembered == recipe
+        arrays = constant_arrays(kernel)
+        assert later.key(kernel.scop, remembered, arrays).digest() == first.key(kernel.scop, recipe, arrays).digest()
