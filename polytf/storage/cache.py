@@ -223,17 +223,7 @@ class KernelCache:
         text = record_to_json(replace(record, key=key.as_dict()))
         path = self.path_for(key)
         with self.lock("records"):  # lock() creates the directory
-            temporary = None
-            try:
-                with tempfile.NamedTemporaryFile("w", dir=self.records_dir, suffix=".tmp", delete=False, encoding="utf-8") as handle:
-                    temporary = handle.name
-                    handle.write(text)
-                os.replace(temporary, path)
-            except OSError as error:
-                if temporary is not None:
-                    Path(temporary).unlink(missing_ok=True)
-                raise CacheError(f"cannot write tuning record {path}: {error}") from None
-        return path
+            return write_atomically(path, text.encode("utf-8"), "tuning record")
 
     def entries(self) -> list[RecordEntry]:
         """Every file of ``records/``, valid or not, sorted by name. A record is checked
@@ -283,6 +273,26 @@ class KernelCache:
         with self.lock("studies"):
             removed, kept = delete_idle_studies(self.study_database)
         return ClearReport(count, removed, kept)
+
+
+def write_atomically(path: Path, data: bytes, what: str) -> Path:
+    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path`` (a reader
+    sees the old file or the new one, never half of one); the caller holds the lock.
+
+    Raises:
+        CacheError: the file cannot be written (naming ``what`` and ``path``).
+    """
+    temporary = None
+    try:
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False) as handle:
+            temporary = handle.name
+            handle.write(data)
+        os.replace(temporary, path)
+    except OSError as error:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+        raise CacheError(f"cannot write {what} {path}: {error}") from None
+    return path
 
 
 def warn_ignored_record(path: Path | str, reason: str) -> None:

@@ -47,13 +47,24 @@ class CacheKey:
 
     def digest(self) -> str:
         """32 hexadecimal digits of the SHA-256 of the key's canonical JSON (the record's file name)."""
-        text = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:32]
+        return key_digest(asdict(self))
 
     def as_dict(self) -> dict:
         """The key as a record stores it: its fields plus ``"digest"``, as JSON values (so that
         it compares equal to the key read back from a record file)."""
-        return json.loads(json.dumps({**asdict(self), "digest": self.digest()}))
+        return stored_key(asdict(self))
+
+
+def key_digest(fields: dict) -> str:
+    """32 hexadecimal digits of the SHA-256 of ``fields`` as canonical JSON (sorted keys):
+    the file name of a record or a compiled kernel."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def stored_key(fields: dict) -> dict:
+    """A key's ``fields`` as a cache file stores them: JSON values, plus their ``"digest"``."""
+    value = json.loads(json.dumps(fields))
+    return {**value, "digest": key_digest(value)}
 
 
 #: the fields of a stored key (CacheKey's fields and the digest), in the order they are compared

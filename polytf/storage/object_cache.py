@@ -36,14 +36,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from polytf.errors import CacheError, CacheWarning
-from polytf.storage.cache import KernelCache
-from polytf.storage.cache_key import current_versions, describe_key_differences
+from polytf.storage.cache import KernelCache, write_atomically
+from polytf.storage.cache_key import current_versions, describe_key_differences, key_digest, stored_key
 
 __all__ = ["DefaultRecipeKey", "KernelObject", "ObjectCache", "ObjectEntry", "ObjectKey", "OBJECT_SUFFIX", "DEFAULT_RECIPE_SUFFIX"]
 
@@ -53,10 +52,6 @@ DEFAULT_RECIPE_SUFFIX = ".default.json"
 #: the largest header line read (a key is a few kilobytes)
 MAX_HEADER_BYTES = 1 << 20
 _HEADER_FIELDS = {"key": dict, "symbol": str, "kernel": str, "facts_bytes": int, "object_bytes": int, "sha256": str}
-
-
-def _digest(value: dict) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -85,9 +80,7 @@ class ObjectKey:
         """The key as an entry stores it (JSON values), with its ``digest`` (computed once)."""
         stored = self.__dict__.get("_stored")
         if stored is None:
-            fields_ = {name: getattr(self, name) for name in ("scop_fingerprint", "recipe", "constant_arrays", "target", "knobs", "versions")}
-            value = json.loads(json.dumps(fields_))
-            stored = {**value, "digest": _digest(value)}
+            stored = stored_key({name: getattr(self, name) for name in ("scop_fingerprint", "recipe", "constant_arrays", "target", "knobs", "versions")})
             object.__setattr__(self, "_stored", stored)
         return stored
 
@@ -109,8 +102,7 @@ class DefaultRecipeKey:
     versions: dict = field(default_factory=current_versions)
 
     def as_dict(self) -> dict:
-        value = json.loads(json.dumps(asdict(self)))
-        return {**value, "digest": _digest(value)}
+        return stored_key(asdict(self))
 
 
 @dataclass(frozen=True)
@@ -185,12 +177,8 @@ class ObjectCache:
         CacheWarning naming the file and why). Never raises because of a file's contents."""
         expected = key.as_dict()
         path = self.object_path(expected)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            warn_ignored_object(path, f"it cannot be read ({error.strerror or error})")
+        data = _read(path)
+        if data is None:
             return None
         try:
             header, facts, code = _parse_object(data)
@@ -242,12 +230,8 @@ class ObjectCache:
         then one CacheWarning). The caller validates the recipe itself."""
         expected = key.as_dict()
         path = self.default_recipe_path(expected)
-        try:
-            text = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            warn_ignored_object(path, f"it cannot be read ({error.strerror or error})")
+        text = _read(path)
+        if text is None:
             return None
         try:
             value = json.loads(text)
@@ -309,18 +293,11 @@ class ObjectCache:
 
     def _write(self, path: Path, data: bytes) -> Path:
         with self._cache.lock("objects"):  # lock() creates the cache directory
-            temporary = None
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
-                with tempfile.NamedTemporaryFile("wb", dir=self.directory, suffix=".tmp", delete=False) as handle:
-                    temporary = handle.name
-                    handle.write(data)
-                os.replace(temporary, path)
             except OSError as error:
-                if temporary is not None:
-                    Path(temporary).unlink(missing_ok=True)
-                raise CacheError(f"cannot write compiled kernel {path}: {error}; choose another cache with --cache-dir or POLYTF_CACHE_DIR") from None
-        return path
+                raise CacheError(f"cannot create {self.directory}: {error}; choose another cache with --cache-dir or POLYTF_CACHE_DIR") from None
+            return write_atomically(path, data, "compiled kernel")
 
     def _object_entry(self, path: Path) -> ObjectEntry:
         try:
@@ -335,7 +312,7 @@ class ObjectCache:
         cpu = str(key.get("target", {}).get("cpu", "")) if isinstance(key.get("target"), dict) else ""
         stored = {name: value for name, value in key.items() if name != "digest"}
         problem = None
-        if key.get("digest") != _digest(stored):
+        if key.get("digest") != key_digest(stored):
             problem = "its key digest does not match the key's fields (an edited file)"
         elif path.name != f"{key['digest']}{OBJECT_SUFFIX}":
             problem = "its key digest does not match its file name (a copied or renamed file)"
@@ -349,7 +326,7 @@ class ObjectCache:
             cpu = str(key["target"]["cpu"])
             stored = {name: item for name, item in key.items() if name != "digest"}
             problem = None
-            if key["digest"] != _digest(stored):
+            if key["digest"] != key_digest(stored):
                 problem = "its key digest does not match the key's fields (an edited file)"
             elif path.name != f"{key['digest']}{DEFAULT_RECIPE_SUFFIX}":
                 problem = "its key digest does not match its file name (a copied or renamed file)"
@@ -358,6 +335,18 @@ class ObjectCache:
             return ObjectEntry(path, 0, "default recipe", "", "", f"it cannot be read ({error.strerror or error})")
         except (ValueError, KeyError, TypeError) as error:
             return ObjectEntry(path, path.stat().st_size, "default recipe", "", "", f"it is not a default-recipe entry ({type(error).__name__})")
+
+
+def _read(path: Path) -> bytes | None:
+    """The bytes of ``path``, or None: no such file, or one that cannot be read (then one
+    CacheWarning)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        warn_ignored_object(path, f"it cannot be read ({error.strerror or error})")
+        return None
 
 
 def _parse_object(data: bytes) -> tuple[dict, bytes, bytes]:
