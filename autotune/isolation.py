@@ -13,10 +13,20 @@ ERROR: ...`` or ``timed out after 10 s``, and the next candidate gets a new work
 Timing stays as precise as in-process timing: the worker times the kernel calls
 themselves after warm-up; the parent waits in ``select`` (no spinning) while it does,
 and start-up and messages happen outside the timed region.
+
+Starting a worker (a Python interpreter importing polytf) takes about half a second, as
+long as compiling and timing a few candidates; under a time budget the tuner moves between
+kernels in slices and would start one for each. So a worker that ends healthy is not
+stopped but kept idle (:class:`_IdleWorkers`, at most :data:`IDLE_WORKERS`, blocked in a read:
+no CPU), and the next evaluator of any kernel takes it and sends it its kernel; a worker
+that crashed, hung or was interrupted is never kept. Idle workers started under another
+environment (``POLYTF_*`` settings a test changes) are not reused, and all of them exit
+with this process.
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import signal
@@ -24,6 +34,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 from polytf.compiler.kernel_compilation import constant_arrays
@@ -73,6 +85,75 @@ def tuning_faults(text: str | None = None) -> dict[int, str]:
     return faults
 
 
+#: healthy workers kept idle for the next evaluator (one per tuner running at a time is enough)
+IDLE_WORKERS = 2
+
+
+@dataclass
+class _Worker:
+    """A running worker process: the process, the parent's end of its socket, its stderr
+    (an unlinked temporary file) and the environment it was started under."""
+
+    process: subprocess.Popen
+    connection: Connection
+    stderr_fd: int
+    environment: frozenset
+
+    def stop(self) -> None:
+        """Ask it to exit (kill it if it does not), and close its socket and stderr."""
+        try:
+            if self.process.poll() is None:
+                self.connection.send(("exit",))
+                self.process.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.connection.close()
+        os.close(self.stderr_fd)
+
+
+class _IdleWorkers:
+    """Healthy workers between evaluators (module docstring)."""
+
+    def __init__(self) -> None:
+        self._workers: list[_Worker] = []
+        self._lock = threading.Lock()
+        atexit.register(self.stop_all)
+
+    def take(self) -> _Worker | None:
+        """An idle worker started under this environment, or None."""
+        environment = _environment()
+        with self._lock:
+            for index, worker in enumerate(self._workers):
+                if worker.environment == environment and worker.process.poll() is None:
+                    return self._workers.pop(index)
+        return None
+
+    def keep(self, worker: _Worker) -> None:
+        """Keep ``worker`` idle (a healthy one, between candidates), or stop it when enough are."""
+        with self._lock:
+            self._workers = [w for w in self._workers if w.process.poll() is None or w.stop()]
+            if len(self._workers) < IDLE_WORKERS and worker.process.poll() is None:
+                self._workers.append(worker)
+                return
+        worker.stop()
+
+    def stop_all(self) -> None:
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.stop()
+
+
+def _environment() -> frozenset:
+    return frozenset(os.environ.items())
+
+
+_IDLE = _IdleWorkers()
+
+
 class CandidateEvaluator:
     """Evaluates recipes of one kernel in a persistent worker process.
 
@@ -116,12 +197,37 @@ class CandidateEvaluator:
         self._process = None
         self._connection = None
         self._stderr_fd: int | None = None  # the worker's stderr: an unlinked temporary file
+        self._environment: frozenset = frozenset()
         self._busy = False
-        #: workers started so far (the first, and one after each crash or timeout)
+        #: workers started (or taken idle) so far: the first, and one after each crash or timeout
         self.workers_started = 0
 
     # -- the worker -------------------------------------------------------------------------
     def _start(self) -> None:
+        idle = _IDLE.take()
+        if idle is not None:
+            self._process, self._connection, self._stderr_fd, self._environment = idle.process, idle.connection, idle.stderr_fd, idle.environment
+        else:
+            self._launch()
+        self.workers_started += 1
+        try:
+            constants = constant_arrays(self.kernel)  # their packing runs ahead of time, as in a model
+            self._connection.send(
+                ("kernel", self.kernel.scop, self.inputs, self.expected, self.threads, self.measurement, self.codegen, constants, self.target_name)
+            )
+        except OSError:  # it died at once (BrokenPipeError, ConnectionResetError)
+            reply = describe_exit(self._wait(), self._stderr_tail())
+        else:
+            reply = self._receive(self.start_timeout_s)
+        if isinstance(reply, tuple) and reply[0] == "failure":  # the worker cannot use the target here
+            reply = reply[1]
+        if isinstance(reply, str):
+            self._stop()
+            raise TuningError(f"kernel {self.kernel.scop.name}: the tuning worker process did not start: {reply}")
+
+    def _launch(self) -> None:
+        """Start a new worker process."""
+        self._environment = _environment()
         handle, path = tempfile.mkstemp(prefix="polytf-worker-", suffix=".stderr")
         os.unlink(path)  # nothing is left behind, however this process ends
         self._stderr_fd = handle
@@ -143,21 +249,6 @@ class CandidateEvaluator:
         finally:
             theirs.close()
         self._process, self._connection = process, Connection(ours.detach())
-        self.workers_started += 1
-        try:
-            constants = constant_arrays(self.kernel)  # their packing runs ahead of time, as in a model
-            self._connection.send(
-                ("kernel", self.kernel.scop, self.inputs, self.expected, self.threads, self.measurement, self.codegen, constants, self.target_name)
-            )
-        except OSError:  # it died at once (BrokenPipeError, ConnectionResetError)
-            reply = describe_exit(self._wait(), self._stderr_tail())
-        else:
-            reply = self._receive(self.start_timeout_s)
-        if isinstance(reply, tuple) and reply[0] == "failure":  # the worker cannot use the target here
-            reply = reply[1]
-        if isinstance(reply, str):
-            self._stop()
-            raise TuningError(f"kernel {self.kernel.scop.name}: the tuning worker process did not start: {reply}")
 
     def _receive(self, limit_s: float):
         """The worker's next message, or a failure cause (it died or ran over ``limit_s``)."""
@@ -260,14 +351,13 @@ class CandidateEvaluator:
         return (None if measurement.error is None else f"verification failed: {measurement.error}"), measurement.max_error
 
     def close(self) -> None:
-        """Stop the worker: ask it to exit, or kill it if a candidate is still running in it
-        (the caller was interrupted while waiting)."""
+        """Let the worker go: a healthy one is kept idle for the next evaluator (module
+        docstring); one still running a candidate (the caller was interrupted while waiting)
+        is killed."""
         if self._alive() and not self._busy:
-            try:
-                self._connection.send(("exit",))
-                self._process.wait(timeout=2)
-            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
-                pass
+            _IDLE.keep(_Worker(self._process, self._connection, self._stderr_fd, self._environment))
+            self._process = self._connection = self._stderr_fd = None
+            return
         self._stop()
 
     def __enter__(self) -> CandidateEvaluator:

@@ -231,3 +231,27 @@ def test_a_bug_met_by_a_candidate_is_its_cause_with_the_line_that_raised():
     except KeyError as error:
         cause = internal_error(error)
     assert cause.startswith("internal error: KeyError: 'missing' (at autotune/test_isolation.py:")
+
+
+def test_a_healthy_worker_is_kept_idle_and_serves_the_next_kernel(kernel, monkeypatch):
+    from polytf.autotune import isolation
+
+    isolation._IDLE.stop_all()
+    other = kernels_of(graph_matmul_bias_relu(8, 12, 20))[0]
+    with CandidateEvaluator(kernel, 1) as first:
+        assert isinstance(first.evaluate(CpuRecipe()), Measurement)
+        process = first._process
+    assert process.poll() is None, "kept idle, not stopped"
+    with CandidateEvaluator(other, 1) as second:
+        measured = second.evaluate(CpuRecipe())
+        assert isinstance(measured, Measurement) and measured.ok, "the reused worker measures its new kernel"
+        assert second._process is process
+    monkeypatch.setenv("POLYTF_SOME_SETTING", "1")
+    with CandidateEvaluator(kernel, 1) as third:
+        assert isinstance(third.evaluate(CpuRecipe()), Measurement)
+        assert third._process is not process, "a worker of another environment is not reused"
+    with CandidateEvaluator(kernel, 1, time_limit_s=3) as crashing:
+        assert crashing.evaluate(CpuRecipe(), fault="crash") == "signal 11 (SIGSEGV)"
+        assert crashing._process is None
+    isolation._IDLE.stop_all()
+    assert process.poll() is not None
