@@ -29,13 +29,14 @@ written; identical kernels of a model still share one compilation).
 from __future__ import annotations
 
 import pickle
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from polytf.compiler.compile_workers import compile_objects
 from polytf.compiler.kernel_objects import CompileJob, KernelFacts, kernel_object
 from polytf.config import CodegenConfig, code_knobs
-from polytf.errors import CacheError, PolytfError
+from polytf.errors import CacheError, CacheWarning, PolytfError
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.recipe import ScheduleRecipe
@@ -74,6 +75,7 @@ class KernelCodeCache:
         self._entries: dict[str, KernelObject] = {}
         self._defaults: dict[str, ScheduleRecipe] = {}
         self._keys: dict[tuple, ObjectKey] = {}
+        self._writable = True
         self.compiled = 0
         self.linked = 0
 
@@ -196,14 +198,15 @@ class KernelCodeCache:
         )
 
     def _save(self, write: Callable[[], object]) -> None:
-        """Run a cache write; a failure (a read-only or full disk) is one CacheWarning, and
-        the build goes on without the entry."""
-        if self.objects is None:
+        """Run a cache write; a failure (a read-only or full disk) is one CacheWarning for the
+        whole build, which goes on without writing more entries."""
+        if self.objects is None or not self._writable:
             return
         try:
             write()
         except CacheError as error:
-            warn_ignored_object(self.objects.directory, f"it cannot be written ({error})")
+            self._writable = False
+            warnings.warn(CacheWarning(f"compiled kernels are not kept: {error}"), stacklevel=3)
 
 
 def _own_arrays(arrays: Sequence[ArrayInfo], scop: Scop) -> tuple[ArrayInfo, ...]:

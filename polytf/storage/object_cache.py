@@ -342,7 +342,7 @@ def _read(path: Path) -> bytes | None:
     CacheWarning)."""
     try:
         return path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no entry (or no cache directory: a file is in its way)
         return None
     except OSError as error:
         warn_ignored_object(path, f"it cannot be read ({error.strerror or error})")

@@ -266,3 +266,12 @@ def test_a_remembered_default_recipe_gives_the_same_key(graph, tmp_path):
         assert remembered == recipe
         arrays = constant_arrays(kernel)
         assert later.key(kernel.scop, remembered, arrays).digest() == first.key(kernel.scop, recipe, arrays).digest()
+
+
+def test_a_cache_that_cannot_be_written_is_one_warning(chain, tmp_path):
+    path, reference = chain
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache directory should be")
+    output, messages = _warnings_of(lambda: _run(path, blocked))
+    np.testing.assert_allclose(output, reference(_input()), rtol=1e-5, atol=1e-5)
+    assert len(messages) == 1 and "compiled kernels are not kept" in messages[0] and str(blocked) in messages[0], messages
