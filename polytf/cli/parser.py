@@ -169,18 +169,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     cache = commands.add_parser(
         "cache",
-        help="list, locate, clear or verify tuning records",
-        description="Tuning records: list them (invalid ones with the reason; the default), print the cache directory, clear the "
-        "records and the studies no running tuner uses, or verify them (recompile each in a worker process and check it against "
-        "the numpy reference; exit status 1 if one fails).",
+        help="list, locate, clear or verify tuning records and compiled kernels",
+        description="Tuning records and compiled kernels (the object code a load links instead of compiling): list them (invalid "
+        "ones with the reason, kernels with their sizes; the default), print the cache directory, clear the records, the compiled "
+        "kernels and the studies no running tuner uses, or verify them (recompile each record in a worker process and check it "
+        "against the numpy reference; check each compiled kernel's file and link those of this CPU; exit status 1 if one fails).",
     )
     cache_directory_help = "cache directory (default: $POLYTF_CACHE_DIR or the user cache directory)"
     cache.add_argument("--cache-dir", help=cache_directory_help)
     actions = cache.add_subparsers(dest="action", metavar="ACTION")
-    for name, text in (("list", "list every record (the default)"), ("path", "print the cache directory"), ("clear", "delete the records and idle studies")):
+    for name, text in (
+        ("list", "list every record and compiled kernel (the default)"),
+        ("path", "print the cache directory"),
+        ("clear", "delete the records, compiled kernels and idle studies"),
+    ):
         # SUPPRESS: an action's --cache-dir only overrides the one given before the action when it is given
         actions.add_parser(name, help=text).add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
-    verify = actions.add_parser("verify", help="recompile every record in a worker process and check it against numpy")
+    verify = actions.add_parser("verify", help="recompile every record in a worker process and check it against numpy; check and link every compiled kernel")
     verify.add_argument("models", nargs="*", metavar="MODEL", help="only the records tuned from these model files")
     verify.add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
     verify.add_argument(
