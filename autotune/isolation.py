@@ -134,11 +134,13 @@ class _IdleWorkers:
     def keep(self, worker: _Worker) -> None:
         """Keep ``worker`` idle (a healthy one, between candidates), or stop it when enough are."""
         with self._lock:
-            self._workers = [w for w in self._workers if w.process.poll() is None or w.stop()]
-            if len(self._workers) < IDLE_WORKERS and worker.process.poll() is None:
+            dead = [w for w in self._workers if w.process.poll() is not None]
+            self._workers = [w for w in self._workers if w not in dead]
+            kept = len(self._workers) < IDLE_WORKERS and worker.process.poll() is None
+            if kept:
                 self._workers.append(worker)
-                return
-        worker.stop()
+        for unused in dead + ([] if kept else [worker]):
+            unused.stop()
 
     def stop_all(self) -> None:
         with self._lock:

@@ -41,6 +41,7 @@ from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.validation import validate_recipe
+from polytf.storage.cache_key import current_versions
 from polytf.storage.object_cache import DefaultRecipeKey, KernelObject, ObjectCache, ObjectEntry, ObjectKey, warn_ignored_object
 from polytf.targets.cpu import KERNEL_FUNCTION_TYPE, CpuTarget
 from polytf.targets.target import CompiledKernel
@@ -151,16 +152,15 @@ class KernelCodeCache:
                 result.append(job)
         return result
 
-    def prefetch(self, jobs: Sequence[CompileJob], progress: Callable[[int, int], None] | None = None) -> None:
-        """Compile the :meth:`missing` jobs ahead of the compile steps, in parallel over the
-        CPUs (:func:`polytf.compiler.compile_workers.compile_objects`); each result is saved
-        and then linked by :meth:`__call__`. A job that fails here is compiled again by
+    def prefetch(self, missing: Sequence[CompileJob], progress: Callable[[int, int], None] | None = None) -> None:
+        """Compile ``missing`` (from :meth:`missing`) ahead of the compile steps, in parallel
+        over the CPUs (:func:`polytf.compiler.compile_workers.compile_objects`); each result is
+        saved and then linked by :meth:`__call__`. A job that fails here is compiled again by
         ``__call__``, which reports its error as usual.
 
         Args:
             progress: called with ``(done, total)`` after each compiled job.
         """
-        missing = self.missing(jobs)
         for done, (job, entry) in enumerate(compile_objects(self.target, missing), start=1):
             if entry is not None:
                 key = self.key(job.scop, job.recipe, job.constant_arrays)
@@ -177,11 +177,8 @@ class KernelCodeCache:
         """A kernel of ``scop`` from a cache entry, or None (one CacheWarning) when its facts
         or code cannot be used."""
         try:
-            facts = pickle.loads(entry.facts)
-            if not isinstance(facts, KernelFacts) or len(facts.arrays) != len(facts.argument_bytes):
-                raise TypeError("the kernel facts are malformed")
-            address, engine = self.target.link_object(entry.object_code, entry.symbol)
-        except (PolytfError, pickle.UnpicklingError, TypeError, ValueError, AttributeError, EOFError, ImportError) as error:
+            facts, address, engine = _linked(entry, self.target)
+        except _UNUSABLE_ENTRY as error:
             key_path = self.objects.directory if self.objects is not None else "the code cache"
             warn_ignored_object(key_path, f"the entry of kernel {scop.name} cannot be used ({type(error).__name__}: {error})")
             return None
@@ -207,6 +204,24 @@ class KernelCodeCache:
         except CacheError as error:
             self._writable = False
             warnings.warn(CacheWarning(f"compiled kernels are not kept: {error}"), stacklevel=3)
+
+
+#: what unpickling a cache entry's facts or linking its code raises when the entry is unusable
+_UNUSABLE_ENTRY = (PolytfError, pickle.UnpicklingError, TypeError, ValueError, AttributeError, EOFError, ImportError)
+
+
+def _linked(entry: KernelObject, target: CpuTarget) -> tuple[KernelFacts, int, object]:
+    """The facts of ``entry`` and its code linked into this process: ``(facts, address of the
+    entry point, the engine that owns the code)``.
+
+    Raises:
+        one of :data:`_UNUSABLE_ENTRY`: malformed facts, or code LLVM cannot load.
+    """
+    facts = pickle.loads(entry.facts)
+    if not isinstance(facts, KernelFacts) or len(facts.arrays) != len(facts.argument_bytes):
+        raise TypeError("the kernel facts are malformed")
+    address, engine = target.link_object(entry.object_code, entry.symbol)
+    return facts, address, engine
 
 
 def _own_arrays(arrays: Sequence[ArrayInfo], scop: Scop) -> tuple[ArrayInfo, ...]:
@@ -244,8 +259,7 @@ def verify_objects(objects: ObjectCache, target: CpuTarget) -> list[ObjectCheck]
     """Check every file of ``objects`` against itself (magic, header, sizes, SHA-256, digest
     = file name) and link each object compiled for ``target`` (its fingerprint and this
     polytf's versions) into this process, as a load would (``polytf cache verify``)."""
-    fingerprint = target.fingerprint()
-    versions = ObjectKey("", {}, (), {}, {}).versions
+    fingerprint, versions = target.fingerprint(), current_versions()
     checks = []
     for entry in objects.entries():
         if entry.problem is not None:
@@ -254,8 +268,7 @@ def verify_objects(objects: ObjectCache, target: CpuTarget) -> list[ObjectCheck]
         if entry.kind != "object":
             checks.append(ObjectCheck(entry, "ok", "default recipe"))
             continue
-        stored = objects.stored_key(entry.path)
-        if stored.get("target") != fingerprint or stored.get("versions") != versions:
+        if entry.key.get("target") != fingerprint or entry.key.get("versions") != versions:
             checks.append(ObjectCheck(entry, "skipped", f"compiled for CPU {entry.cpu!r} or other versions: not used here"))
             continue
         loaded = objects.load_file(entry.path)
@@ -263,11 +276,8 @@ def verify_objects(objects: ObjectCache, target: CpuTarget) -> list[ObjectCheck]
             checks.append(ObjectCheck(entry, "failed", "it can no longer be read"))
             continue
         try:
-            facts = pickle.loads(loaded.facts)
-            if not isinstance(facts, KernelFacts):
-                raise TypeError("the kernel facts are malformed")
-            target.link_object(loaded.object_code, loaded.symbol)
-        except (PolytfError, pickle.UnpicklingError, TypeError, ValueError, AttributeError, EOFError, ImportError) as error:
+            _linked(loaded, target)
+        except _UNUSABLE_ENTRY as error:
             checks.append(ObjectCheck(entry, "failed", f"it cannot be linked ({type(error).__name__}: {error})"))
             continue
         checks.append(ObjectCheck(entry, "ok", f"links ({entry.size_bytes / 1024:.1f} KiB)"))

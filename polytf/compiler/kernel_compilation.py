@@ -199,14 +199,14 @@ def _prefetch(
         name = kernel.scop.name
         recipe = recipes.get(name) or (cached[name].recipe if name in cached else None) or code_cache.default_recipe(kernel)
         jobs.append(CompileJob(kernel.scop, recipe, constant_arrays(kernel)))
-    missing = len(code_cache.missing(jobs))
-    if missing <= PARALLEL_COMPILE_MIN_KERNELS:
+    missing = code_cache.missing(jobs)
+    if len(missing) <= PARALLEL_COMPILE_MIN_KERNELS:
         return  # compiled one by one by the compile steps
     bar = None
     if progress is None:
         from tqdm import tqdm  # the progress bar of a library load: loaded on first use
 
-        bar = tqdm(total=missing, desc="polytf: compiling kernels", unit="kernel", disable=None, leave=False, file=sys.stderr)
+        bar = tqdm(total=len(missing), desc="polytf: compiling kernels", unit="kernel", disable=None, leave=False, file=sys.stderr)
 
     def report(done: int, total: int) -> None:
         if bar is not None:
@@ -215,7 +215,7 @@ def _prefetch(
             progress(f"{done}/{total} kernels")
 
     try:
-        code_cache.prefetch(jobs, report)
+        code_cache.prefetch(missing, report)
     finally:
         if bar is not None:
             bar.close()

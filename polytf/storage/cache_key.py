@@ -96,15 +96,22 @@ def stored_key_problem(stored: dict, file_digest: str) -> str | None:
         value = stored[name]
         if not isinstance(value, kind) or isinstance(value, bool) or (name == "threads" and value < 1):
             return f"its key field {name} must be {_KEY_FIELD_DESCRIPTIONS[kind] if name != 'threads' else 'a positive integer'}, not {_short(value)}"
-    digest = CacheKey(**{name: stored[name] for name in KEY_FIELDS if name != "digest"}).digest()
-    if stored["digest"] != digest:
-        return "its key digest does not match the key's fields (an edited record)"
+    return digest_problem(stored, file_digest, "record")
+
+
+def digest_problem(stored: dict, file_digest: str, kind: str) -> str | None:
+    """Why a stored key's ``digest`` is not the digest of its other fields, or not the name of
+    its file (``file_digest``), or None; ``kind`` names the file in the message (``"record"``,
+    ``"file"``)."""
+    digest = key_digest({name: value for name, value in stored.items() if name != "digest"})
+    if stored.get("digest") != digest:
+        return f"its key digest does not match the key's fields (an edited {kind})"
     if digest != file_digest:
-        return f"its key digest {digest} does not match its file name (a copied or renamed record)"
+        return f"its key digest {digest} does not match its file name (a copied or renamed {kind})"
     return None
 
 
-def key_differences(stored: object, expected: dict, prefix: str = "") -> list[str]:
+def key_differences(stored: object, expected: dict, prefix: str = "", holder: str = "the record") -> list[str]:
     """Each difference between a stored key and the expected one, in words.
 
     Nested objects (``target``, ``knobs``, ``versions``) are compared field by field;
@@ -114,40 +121,42 @@ def key_differences(stored: object, expected: dict, prefix: str = "") -> list[st
         stored: the record's ``key`` (any JSON value).
         expected: :meth:`CacheKey.as_dict` of the key that was looked up.
         prefix: dotted path of ``expected`` inside the whole key (for recursion).
+        holder: what holds the stored key, in the words (``"the record"``, ``"the file"``).
 
     Returns:
         e.g. ``["target.cpu is 'znver5' in the record, 'znver3' here",
         "versions.polytf is '9.9.9' in the record, '0.1.0' here"]``; empty if equal.
     """
     if not isinstance(stored, dict):
-        return [f"{prefix.rstrip('.') or 'key'} is {_short(stored)} in the record, an object here"]
+        return [f"{prefix.rstrip('.') or 'key'} is {_short(stored)} in {holder}, an object here"]
     differences = []
     for name in sorted(set(stored) | set(expected), key=_field_order):
         where = f"{prefix}{name}"
         if name not in expected:
-            differences.append(f"{where} is in the record but not in this key")
+            differences.append(f"{where} is in {holder} but not in this key")
         elif name not in stored:
-            differences.append(f"{where} is missing from the record")
+            differences.append(f"{where} is missing from {holder}")
         elif stored[name] == expected[name]:
             continue
         elif isinstance(stored[name], dict) and isinstance(expected[name], dict):
-            differences.extend(key_differences(stored[name], expected[name], f"{where}."))
+            differences.extend(key_differences(stored[name], expected[name], f"{where}.", holder))
         elif name == "features" and isinstance(stored[name], str) and isinstance(expected[name], str):
-            differences.append(_feature_difference(where, stored[name], expected[name]))
+            differences.append(_feature_difference(where, stored[name], expected[name], holder))
         elif name == "digest" and differences:
             continue  # a consequence of the differences already listed
         else:
-            differences.append(f"{where} is {_short(stored[name])} in the record, {_short(expected[name])} here")
+            differences.append(f"{where} is {_short(stored[name])} in {holder}, {_short(expected[name])} here")
     return differences
 
 
-def describe_key_differences(stored: object, expected: dict) -> str:
-    """:func:`key_differences` as one phrase, e.g. ``"recorded for another key: target.cpu is ..."``."""
-    differences = key_differences(stored, expected)
+def describe_key_differences(stored: object, expected: dict, made: str = "recorded", holder: str = "the record") -> str:
+    """:func:`key_differences` as one phrase, e.g. ``"recorded for another key: target.cpu is ..."``
+    (``made``: how the file came to be, ``"compiled"`` for an object; ``holder`` as there)."""
+    differences = key_differences(stored, expected, holder=holder)
     shown = "; ".join(differences[:_MAX_DIFFERENCES])
     if len(differences) > _MAX_DIFFERENCES:
         shown += f"; and {len(differences) - _MAX_DIFFERENCES} more"
-    return f"recorded for another key: {shown}"
+    return f"{made} for another key: {shown}"
 
 
 def check_stored_key(stored: object, expected: dict) -> None:
@@ -161,12 +170,12 @@ def _field_order(name: str) -> tuple[int, str]:
     return (KEY_FIELDS.index(name) if name in KEY_FIELDS else len(KEY_FIELDS), name)
 
 
-def _feature_difference(where: str, stored: str, expected: str) -> str:
+def _feature_difference(where: str, stored: str, expected: str, holder: str) -> str:
     recorded, here = set(stored.split(",")), set(expected.split(","))
     only_recorded, only_here = sorted(recorded - here), sorted(here - recorded)
     if not only_recorded and not only_here:
-        return f"{where} are listed in another order in the record"
-    return f"{where} differ: {', '.join(only_recorded[:6]) or 'none'} in the record, {', '.join(only_here[:6]) or 'none'} here"
+        return f"{where} are listed in another order in {holder}"
+    return f"{where} differ: {', '.join(only_recorded[:6]) or 'none'} in {holder}, {', '.join(only_here[:6]) or 'none'} here"
 
 
 def _short(value: object) -> str:

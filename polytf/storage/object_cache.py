@@ -37,12 +37,13 @@ import hashlib
 import json
 import os
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 
 from polytf.errors import CacheError, CacheWarning
 from polytf.storage.cache import KernelCache, write_atomically
-from polytf.storage.cache_key import current_versions, describe_key_differences, key_digest, stored_key
+from polytf.storage.cache_key import current_versions, describe_key_differences, digest_problem, stored_key
 
 __all__ = ["DefaultRecipeKey", "KernelObject", "ObjectCache", "ObjectEntry", "ObjectKey", "OBJECT_SUFFIX", "DEFAULT_RECIPE_SUFFIX"]
 
@@ -78,11 +79,11 @@ class ObjectKey:
 
     def as_dict(self) -> dict:
         """The key as an entry stores it (JSON values), with its ``digest`` (computed once)."""
-        stored = self.__dict__.get("_stored")
-        if stored is None:
-            stored = stored_key({name: getattr(self, name) for name in ("scop_fingerprint", "recipe", "constant_arrays", "target", "knobs", "versions")})
-            object.__setattr__(self, "_stored", stored)
-        return stored
+        return self._stored
+
+    @cached_property
+    def _stored(self) -> dict:
+        return stored_key({item.name: getattr(self, item.name) for item in fields(self)})
 
     def digest(self) -> str:
         """32 hexadecimal digits of the SHA-256 of the key's canonical JSON (the entry's file name)."""
@@ -133,7 +134,7 @@ class ObjectEntry:
         size_bytes: its size.
         kind: ``"object"`` or ``"default recipe"``.
         kernel: the kernel it was compiled for ("" if unreadable or a default recipe).
-        cpu: the CPU name of its key ("" if unreadable).
+        key: its stored key (``{}`` if unreadable).
         problem: why it can never be used (corrupt, truncated, inconsistent), or None.
     """
 
@@ -141,8 +142,14 @@ class ObjectEntry:
     size_bytes: int
     kind: str
     kernel: str
-    cpu: str
+    key: dict
     problem: str | None
+
+    @property
+    def cpu(self) -> str:
+        """The CPU name of its key ("" if unreadable)."""
+        target = self.key.get("target")
+        return str(target.get("cpu", "")) if isinstance(target, dict) else ""
 
 
 def warn_ignored_object(path: Path | str, reason: str) -> None:
@@ -186,7 +193,7 @@ class ObjectCache:
             warn_ignored_object(path, str(error))
             return None
         if header["key"] != expected:
-            warn_ignored_object(path, describe_key_differences(header["key"], expected).replace("recorded for", "compiled for").replace("in the record", "in the file"))
+            warn_ignored_object(path, describe_key_differences(header["key"], expected, made="compiled", holder="the file"))
             return None
         return KernelObject(header["symbol"], header["kernel"], facts, code)
 
@@ -207,13 +214,6 @@ class ObjectCache:
         }
         data = MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
         return self._write(self.object_path(header["key"]), data)
-
-    def stored_key(self, path: Path) -> dict:
-        """The key stored in the object file ``path`` (``{}`` if it cannot be read)."""
-        try:
-            return _parse_object(path.read_bytes())[0]["key"]
-        except (OSError, CacheError):
-            return {}
 
     def load_file(self, path: Path) -> KernelObject | None:
         """The entry in the object file ``path`` whatever its key (``polytf cache verify``), or
@@ -242,7 +242,7 @@ class ObjectCache:
             warn_ignored_object(path, "it is not a default-recipe entry (fields key and recipe)")
             return None
         if value["key"] != expected:
-            warn_ignored_object(path, describe_key_differences(value["key"], expected).replace("recorded for", "made for").replace("in the record", "in the file"))
+            warn_ignored_object(path, describe_key_differences(value["key"], expected, made="made", holder="the file"))
             return None
         return value["recipe"]
 
@@ -303,38 +303,26 @@ class ObjectCache:
         try:
             data = path.read_bytes()
         except OSError as error:
-            return ObjectEntry(path, 0, "object", "", "", f"it cannot be read ({error.strerror or error})")
+            return ObjectEntry(path, 0, "object", "", {}, f"it cannot be read ({error.strerror or error})")
         try:
             header, _, _ = _parse_object(data)
         except CacheError as error:
-            return ObjectEntry(path, len(data), "object", "", "", str(error))
+            return ObjectEntry(path, len(data), "object", "", {}, str(error))
         key = header["key"]
-        cpu = str(key.get("target", {}).get("cpu", "")) if isinstance(key.get("target"), dict) else ""
-        stored = {name: value for name, value in key.items() if name != "digest"}
-        problem = None
-        if key.get("digest") != key_digest(stored):
-            problem = "its key digest does not match the key's fields (an edited file)"
-        elif path.name != f"{key['digest']}{OBJECT_SUFFIX}":
-            problem = "its key digest does not match its file name (a copied or renamed file)"
-        return ObjectEntry(path, len(data), "object", header["kernel"], cpu, problem)
+        return ObjectEntry(path, len(data), "object", header["kernel"], key, digest_problem(key, path.name.removesuffix(OBJECT_SUFFIX), "file"))
 
     def _default_recipe_entry(self, path: Path) -> ObjectEntry:
         try:
             data = path.read_bytes()
+        except OSError as error:
+            return ObjectEntry(path, 0, "default recipe", "", {}, f"it cannot be read ({error.strerror or error})")
+        try:
             value = json.loads(data)
             key = value["key"]
-            cpu = str(key["target"]["cpu"])
-            stored = {name: item for name, item in key.items() if name != "digest"}
-            problem = None
-            if key["digest"] != key_digest(stored):
-                problem = "its key digest does not match the key's fields (an edited file)"
-            elif path.name != f"{key['digest']}{DEFAULT_RECIPE_SUFFIX}":
-                problem = "its key digest does not match its file name (a copied or renamed file)"
-            return ObjectEntry(path, len(data), "default recipe", "", cpu, problem)
-        except OSError as error:
-            return ObjectEntry(path, 0, "default recipe", "", "", f"it cannot be read ({error.strerror or error})")
-        except (ValueError, KeyError, TypeError) as error:
-            return ObjectEntry(path, path.stat().st_size, "default recipe", "", "", f"it is not a default-recipe entry ({type(error).__name__})")
+            problem = digest_problem(key, path.name.removesuffix(DEFAULT_RECIPE_SUFFIX), "file")
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            return ObjectEntry(path, len(data), "default recipe", "", {}, f"it is not a default-recipe entry ({type(error).__name__})")
+        return ObjectEntry(path, len(data), "default recipe", "", key, problem)
 
 
 def _read(path: Path) -> bytes | None:

@@ -236,7 +236,7 @@ def test_ctrl_c_during_a_parallel_compile_keeps_what_was_compiled_and_stops_the_
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        code_cache.prefetch(jobs, interrupt)
+        code_cache.prefetch(code_cache.missing(jobs), interrupt)
     assert len(_object_files(tmp_path)) == 2, "each finished kernel is kept at once"
     assert started and all(process.poll() is not None for process in started), "the workers are stopped"
 
