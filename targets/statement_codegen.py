@@ -196,14 +196,7 @@ class StatementEmitter:
 
     def _range_of(self, form: AffineExpr) -> tuple[int, int] | None:
         """Constant bounds of an affine expression over loops with constant bounds, else None."""
-        low = high = form.constant
-        for name, coefficient in form.terms:
-            bounds = self.loop_ranges.get(name)
-            if bounds is None:
-                return None
-            a, b = coefficient * bounds[0], coefficient * bounds[1]
-            low, high = low + min(a, b), high + max(a, b)
-        return low, high
+        return form.bounds(self.loop_ranges)
 
     def opaque_name(self) -> str:
         """A fresh name for a value an affine expression refers to."""

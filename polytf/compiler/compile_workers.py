@@ -9,7 +9,7 @@ of small ones on the other. A worker is ``python -m polytf.compiler.compile_work
 ``multiprocessing``'s spawn), speaking length-prefixed pickles over its stdin and stdout::
 
     parent → worker: the target (triple, CPU name, features, codegen config), then jobs
-    worker → parent: per job, (KernelObject, "") or (None, "why it failed")
+    worker → parent: per job, its KernelObject, or None when it failed
 
 A job that fails in a worker, or a worker that dies, leaves that job to the caller
 (:meth:`polytf.compiler.code_cache.KernelCodeCache.__call__` compiles it again in this
@@ -127,8 +127,7 @@ class _Worker:
                 return
             try:
                 _send(self.process.stdin, jobs[index])
-                entry, _ = _receive(self.process.stdout)
-                results[index] = entry
+                results[index] = _receive(self.process.stdout)
             except (OSError, ValueError, EOFError, pickle.UnpicklingError):
                 results[index] = None  # a dead or stopped worker: the jobs left in ``pending`` go to this process
                 finished.put(index)
@@ -177,9 +176,9 @@ def _serve_parent() -> None:
         except EOFError:
             return
         try:
-            reply = (kernel_object(target.compile(job.scop, job.recipe, job.constant_arrays)), "")
-        except Exception as error:  # noqa: BLE001 - reported to the parent, which compiles the job again itself
-            reply = (None, f"{type(error).__name__}: {error}")
+            reply = kernel_object(target.compile(job.scop, job.recipe, job.constant_arrays))
+        except Exception:  # noqa: BLE001 - the parent compiles the job again itself and reports the error
+            reply = None
         _send(replies, reply)
 
 

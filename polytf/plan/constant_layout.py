@@ -202,12 +202,13 @@ def strided_pieces(copy: Statement, source_shape: tuple[int, ...], shape: tuple[
         else:
             box[name] = extent
             substitutions[name] = AffineExpr.of(name)
-    affine = [index_affine(index, substitutions, lambda expr: _range(expr, box)) for index in indices]
+    ranges = {name: (0, extent - 1) for name, extent in box.items()}
+    affine = [index_affine(index, substitutions, lambda expr: expr.bounds(ranges)) for index in indices]
     if any(expr is None for expr in affine):
         return None
     write, read = affine[: len(shape)], affine[len(shape) :]
     iterators = tuple(box)
-    if not _injective([[_coefficient(expr, it) for expr in write] for it in iterators], shape, tuple(box.values())):
+    if not _injective([[expr.coefficient(it) for expr in write] for it in iterators], shape, tuple(box.values())):
         return None
     # 3. the pieces: each split iterator runs over its whole panels, then its last, partial one
     choices = []
@@ -228,7 +229,7 @@ def strided_pieces(copy: Statement, source_shape: tuple[int, ...], shape: tuple[
         sides = []
         for exprs, bounds in ((write, shape), (read, source_shape)):
             offsets = tuple(expr.evaluate(start) for expr in exprs)
-            strides = tuple(tuple(_coefficient(expr, it) for expr in exprs) for it in iterators)
+            strides = tuple(tuple(expr.coefficient(it) for expr in exprs) for it in iterators)
             for d, offset in enumerate(offsets):  # the lowest and highest index of each dimension
                 low = offset + sum(min(0, strides[k][d] * (counts[k] - 1)) for k in range(len(counts)))
                 high = offset + sum(max(0, strides[k][d] * (counts[k] - 1)) for k in range(len(counts)))
@@ -237,20 +238,6 @@ def strided_pieces(copy: Statement, source_shape: tuple[int, ...], shape: tuple[
             sides.append((offsets, strides))
         pieces.append(StridedPiece(counts, sides[0], sides[1]))
     return pieces
-
-
-def _coefficient(expr: AffineExpr, name: str) -> int:
-    """The coefficient of ``name`` in ``expr`` (0 when it does not appear)."""
-    return next((c for n, c in expr.terms if n == name), 0)
-
-
-def _range(expr: AffineExpr, box: Mapping[str, int]) -> tuple[int, int]:
-    """The least and greatest value of ``expr`` over ``0 <= name < box[name]``."""
-    low = high = expr.constant
-    for name, coefficient in expr.terms:
-        span = coefficient * (box[name] - 1)
-        low, high = low + min(0, span), high + max(0, span)
-    return low, high
 
 
 def _injective(coefficients: list[list[int]], shape: tuple[int, ...], extents: tuple[int, ...]) -> bool:

@@ -119,6 +119,22 @@ class AffineExpr:
     def evaluate(self, point: Mapping[str, int]) -> int:
         return self.constant + sum(c * point[name] for name, c in self.terms)
 
+    def coefficient(self, name: str) -> int:
+        """The coefficient of ``name`` (0 when it does not appear)."""
+        return next((c for n, c in self.terms if n == name), 0)
+
+    def bounds(self, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int] | None:
+        """The least and greatest value when each name lies in its inclusive range
+        ``ranges[name] = (low, high)``, or None when a name has no range."""
+        low = high = self.constant
+        for name, coefficient in self.terms:
+            limits = ranges.get(name)
+            if limits is None:
+                return None
+            a, b = coefficient * limits[0], coefficient * limits[1]
+            low, high = low + min(a, b), high + max(a, b)
+        return low, high
+
     def floor_divided(self, divisor: int) -> AffineExpr | None:
         """``floor(self / divisor)`` when it is exactly affine (every coefficient a multiple
         of ``divisor``), else None."""
