@@ -21,7 +21,10 @@ from tensorboard.compat.proto import graph_pb2
 
 from polytf.errors import GraphError
 from polytf.frontend.attributes import decode_attrs
+from polytf.frontend.control_flow_frames import describe_cycle
+from polytf.frontend.function_inlining import inline_function_calls
 from polytf.frontend.lazy_tensor import LazyTensor
+from polytf.frontend.while_loops import unroll_while_loops
 from polytf.graph.graph import Graph, Node, split_tensor_name, tensor_name
 from polytf.graph.reachability import live_node_names
 
@@ -162,8 +165,9 @@ def _canonical_input(raw: str) -> tuple[str, bool]:
     return tensor_name(node, port), False
 
 
-def _topological_order(names: list[str], deps: dict[str, list[str]], source: str) -> list[str]:
-    """Kahn's algorithm, taking the earliest node in file order whenever there is a choice."""
+def _topological_order(names: list[str], deps: dict[str, list[str]], source: str, ops: dict[str, str] | None = None) -> list[str]:
+    """Kahn's algorithm, taking the earliest node in file order whenever there is a choice
+    (``ops``: node -> op, to say what a cycle is)."""
     index = {name: i for i, name in enumerate(names)}
     users: dict[str, list[str]] = {name: [] for name in names}
     missing = {name: 0 for name in names}
@@ -186,10 +190,7 @@ def _topological_order(names: list[str], deps: dict[str, list[str]], source: str
         left = {n for n in names if missing[n] > 0}
         cycle = _find_cycle(left, deps)
         shown = " -> ".join(f"'{n}'" for n in cycle) if cycle else ", ".join(f"'{n}'" for n in sorted(left)[:8])
-        raise GraphError(
-            f"the graph in '{source}' has a cycle: {shown}. polytf needs an acyclic frozen graph "
-            "(TF1 while loops are not supported; export with TF2 / tf.function)."
-        )
+        raise GraphError(f"the graph in '{source}' has a cycle: {shown}. {describe_cycle(cycle or sorted(left), ops or {})}")
     return order
 
 
@@ -257,14 +258,19 @@ def graph_from_graphdef(graph_def: graph_pb2.GraphDef, outputs: Sequence[str] | 
             every sink node (see :func:`default_outputs`).
         source: the file name used in messages and stored in ``Graph.source``.
 
+    Function calls are inlined first (:func:`~polytf.frontend.function_inlining.inline_function_calls`),
+    then while loops unrolled (:func:`~polytf.frontend.while_loops.unroll_while_loops`).
     Tensor attributes (a ``Const``'s value) are decoded only for the nodes kept: the
     fan-in of the outputs, and the placeholders.
 
     Raises:
         GraphError: duplicate node names, an input naming a missing node, a cycle, an unknown
-            output, a tensor attribute that cannot be decoded.
+            output, a tensor attribute that cannot be decoded, a function call that cannot be inlined,
+            a while loop that cannot be unrolled (a trip count known only at run time).
         ShapeError: a kept constant larger than ``FrontendConfig.max_constant_bytes``.
     """
+    graph_def = inline_function_calls(graph_def, source)
+    graph_def = unroll_while_loops(graph_def, source)
     raw: dict[str, Node] = {}
     duplicates: list[str] = []
     for node_def in graph_def.node:
@@ -310,7 +316,7 @@ def graph_from_graphdef(graph_def: graph_pb2.GraphDef, outputs: Sequence[str] | 
             "the file may be truncated or not a complete frozen graph."
         )
 
-    order = _topological_order(names, deps, source)
+    order = _topological_order(names, deps, source, {name: node.op for name, node in raw.items()})
     nodes = {name: raw[name] for name in order}
     selected = _select_outputs(nodes, outputs, source)
     # only the fan-in of the outputs (and the placeholders, the model's signature) is kept:
