@@ -20,7 +20,10 @@ and the cache sizes of :class:`CacheSizes`:
 - ``nr = 2 L`` (``L`` when the vectorised extent is below ``2 L``); ``mr`` the largest row
   count whose ``mr * nr / L`` accumulators fill at most three quarters of ``R`` (6 x 16 on
   AVX2, 12 x 32 on AVX-512), then evened out over the extent (14 rows: two tiles of 7,
-  not 12 + 2);
+  not 12 + 2); when a read indexes the vectorised dimension through a floor division (a
+  grouped convolution's ``floor(o / Og)``), ``nr`` is a multiple of that divisor too (and of
+  ``L``): a register tile of whole groups keeps the index affine in the micro-kernel
+  (4 x 24 for 24 outputs per group on AVX2);
 - ``kc = 256`` for a single long reduction (a MatMul's ``K``), else no reduction tile (a
   convolution's ``kh x kw x C`` is swept whole: its packed filter panel is sized instead);
 - ``nc``: the largest multiple of ``nr`` whose packed panel (``K x nc`` floats) takes at
@@ -41,10 +44,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from polytf.poly.affine import FloorDiv, Modulo
 from polytf.poly.statement import Statement
 from polytf.schedules.target_limits import round_up
 
-__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "even_rows"]
+__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "even_rows", "register_column_multiple"]
 
 #: Reduction block of a single long reduction (BLIS ``kc``), in elements.
 REDUCTION_BLOCK = 256
@@ -95,6 +99,22 @@ def even_rows(extent: int, most: int) -> int:
     return -(-extent // tiles)
 
 
+def register_column_multiple(anchor: Statement, iterator: str) -> int:
+    """The multiple of which a register tile's columns over ``iterator`` (the vectorised
+    dimension, tiles starting at multiples of their size) must be for every floor division
+    and modulo index of ``anchor``'s reads to stay affine inside the tile: ``floor(c*i / D)``
+    is ``c*t/D * k + floor(c*j / D)`` at ``i = t*k + j`` when ``D`` divides ``c*t``. The least
+    common multiple over those indices; 1 when there are none (MatMul, Conv2D)."""
+    multiple = 1
+    for access in anchor.reads:
+        for index in access.index:
+            if isinstance(index, (FloorDiv, Modulo)):
+                coefficient = index.numerator.coefficient(iterator)
+                if coefficient:
+                    multiple = math.lcm(multiple, index.divisor // math.gcd(coefficient, index.divisor))
+    return multiple
+
+
 def _round_down(value: int, multiple: int) -> int:
     return max(multiple, value // multiple * multiple)
 
@@ -108,6 +128,7 @@ def analytic_blocking(
     threads: int,
     vectorised_reads: tuple[tuple[str, int], ...],
     other_reads: tuple[tuple[str, int], ...],
+    column_multiple: int = 1,
 ) -> AnalyticBlocking | None:
     """The analytic blocking of ``anchor`` (see the module docstring), or None when it
     has no reduction, or its shared band does not reach its innermost output dimension
@@ -125,6 +146,9 @@ def analytic_blocking(
             of a convolution or MatMul.
         other_reads: ``(array, bytes)`` of the other arrays it reads (the activations,
             including a depthwise convolution's or a pooling's input).
+        column_multiple: ``nr`` must be a multiple of it (:func:`register_column_multiple`);
+            ignored when its multiples of ``L`` do not fit in the registers or exceed the
+            vectorised extent.
     """
     reductions = anchor.reduction_iterators
     if not reductions or depth == 0 or depth != len(anchor.output_iterators):
@@ -133,6 +157,9 @@ def analytic_blocking(
     last = anchor.extents[depth - 1]
     columns = 2 * lanes if last >= 2 * lanes else lanes  # 24 columns: 16 + 8, not a 32-wide tile cut short
     budget = registers * 3 // 4
+    unit = math.lcm(lanes, max(1, column_multiple))
+    if columns % unit and unit // lanes <= budget and unit <= round_up(last, lanes):
+        columns = unit  # whole groups of a grouped convolution per register tile
     most_rows = max(1, budget // (columns // lanes))
     rows = even_rows(anchor.extents[depth - 2], most_rows) if depth > 1 else 0
     if rows == 1:

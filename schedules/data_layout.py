@@ -16,7 +16,9 @@ them first, each as its own band) and rewrite the anchor statement's reads to th
 - **Zero-padding**: a read that the anchor guards with domain constraints (a Conv2D's
   SAME padding) is redirected to a zero-padded copy of its array, and the constraints are
   dropped, so every register tile of the convolution is a full one. Legal only for
-  sum-of-products reductions ``W = W + X * ...``, where a zero read adds nothing.
+  sum-of-products reductions ``W = W + X * ...``, where a zero read adds nothing. Only
+  affine axes are padded: an axis indexed by a floor division or a modulo (a grouped or
+  depthwise convolution's ``floor(d3/Og)``) must stay inside the array on the whole box.
 
 The new arrays have role ``"scratch"``: they are kernel arguments like any other array
 (after the kernel's own), allocated by the caller once per execution context, so a kernel
@@ -30,7 +32,7 @@ from functools import lru_cache
 import islpy as isl
 
 from polytf.errors import ScheduleError
-from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
+from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo
 from polytf.poly.expression import Access, Binary, Constant, Expr, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import CopyKind, IteratorRole, Statement
@@ -276,13 +278,19 @@ def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: li
             continue
         access = factor.access
         info = scop.array(access.array)
-        if any(not isinstance(i, AffineExpr) for i in access.index):
+        if any(isinstance(i, DynamicIndex) for i in access.index):
             continue
         in_bounds = isl.Map(access.to_isl(anchor.name, anchor.iterators)).intersect_range(isl.Set(_box_text(access.array, info.shape))).domain()
         if box_domain.is_subset(in_bounds):
             continue  # never out of bounds: no padding needed
+        if not _quasi_affine_indices_inside(box, access, info):
+            continue  # a floor division or modulo that leaves its axis: not padded (the guard check below refuses)
         lows, highs = [], []
         for k, index in enumerate(access.index):
+            if not isinstance(index, AffineExpr):  # inside its axis (checked above): that axis needs no padding
+                lows.append(0)
+                highs.append(info.shape[k] - 1)
+                continue
             spans = [c * (anchor.extents[anchor.iterators.index(it)] - 1) for it, c in index.terms]
             lows.append(min(index.constant + sum(min(0, s) for s in spans), 0))
             highs.append(max(index.constant + sum(max(0, s) for s in spans), info.shape[k] - 1))
@@ -315,12 +323,27 @@ def _zero_pad(scop: Scop, anchor: Statement, copies: list[Statement], arrays: li
                 copy_kind=CopyKind.DATA_LAYOUT,
             )
         )
-        shifted = Access(padded_name, tuple(i + (-lo) for i, lo in zip(access.index, lows)))
+        shifted = Access(padded_name, tuple(i + (-lo) if lo else i for i, lo in zip(access.index, lows)))
         value = replace_load(value, access, shifted)
         guarded = guarded.intersect(in_bounds)
     if not guarded.is_equal(anchor.domain()):
         raise ScheduleError(f"kernel {scop.name}: cannot zero-pad statement {anchor.name}: its constraints do more than keep reads in bounds")
     return value, ()
+
+
+def _quasi_affine_indices_inside(box: Statement, access: Access, array: ArrayInfo) -> bool:
+    """True when every floor division or modulo index of ``access`` (a grouped
+    convolution's ``floor(d3/Og)``) stays inside its axis of ``array`` on the whole box
+    ``box``, so that only the affine axes (the convolution window's) need padding."""
+    touched = box.access_map(access).range()
+    names = [f"i{k}" for k in range(len(array.shape))]
+    for k, index in enumerate(access.index):
+        if isinstance(index, AffineExpr):
+            continue
+        axis = isl.Set(f"{{ {array.name}[{', '.join(names)}] : 0 <= i{k} < {array.shape[k]} }}")
+        if not touched.is_subset(axis):
+            return False
+    return True
 
 
 def _box_text(array: str, shape: tuple[int, ...]) -> str:

@@ -11,7 +11,8 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
   first carries no dependence)
 - ``register_tile``: register tile of the last two shared dimensions, e.g. ``"6x16"``
   (``"0x16"``: only the last one; ``"none"``); the last size is a multiple of the
-  target's vector lanes and the accumulators fit in its vector registers. Cache tiles of
+  target's vector lanes and the accumulators fit in its vector registers (and a multiple
+  of a grouped convolution's outputs per group where one fits). Cache tiles of
   register-tiled dimensions are rounded to multiples of the register tile.
 - ``pack``: ``"none"``, ``"panels"`` (pack the operands indexed by the vectorised
   dimension, e.g. MatMul's B) or ``"all"`` (every packable operand)
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from polytf.poly.affine import AffineExpr
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
-from polytf.schedules.analytic_recipe import AnalyticBlocking, CacheSizes, analytic_blocking
+from polytf.schedules.analytic_recipe import AnalyticBlocking, CacheSizes, analytic_blocking, register_column_multiple
 from polytf.schedules.data_layout import can_zero_pad, im2col_applies, packable_operands
 from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
@@ -184,7 +185,7 @@ class SearchSpace(DimensionChoices):
         packable = packable_operands(scop) if float_only else ()
         if depth:
             tiles = register_tile_choices(extents[depth - 2] if depth > 1 else None, extents[depth - 1], lanes, registers) if float_only else ("none",)
-            dims.append(("register_tile", tiles))
+            dims.append(("register_tile", _whole_groups(tiles, register_column_multiple(anchor, anchor.iterators[depth - 1]))))
             dims.append(("pack", ("none", "panels", "all") if packable else ("none",)))
         pad_ok = float_only and can_zero_pad(scop)
         dims.append(("pad", (False, True) if pad_ok else (False,)))
@@ -386,6 +387,15 @@ class SearchSpace(DimensionChoices):
         return list(dict.fromkeys(result))
 
 
+def _whole_groups(tiles: tuple[str, ...], multiple: int) -> tuple[str, ...]:
+    """The register tiles ``"AxB"`` whose ``B`` is a multiple of ``multiple`` (a grouped
+    convolution's outputs per group: the micro-kernel then reads an affine group index,
+    :func:`~polytf.schedules.analytic_recipe.register_column_multiple`), when there are
+    any; otherwise all of them (a tile across groups is correct, through generic loops)."""
+    whole = tuple(tile for tile in tiles if tile == "none" or int(tile.split("x")[1]) % multiple == 0)
+    return whole if len(whole) > 1 else tiles
+
+
 def _index_names(access) -> set[str]:
     names: set[str] = set()
     for index in access.index:
@@ -410,4 +420,5 @@ def _blocking(scop: Scop, anchor, depth: int, lanes: int, registers: int, caches
         size = math.prod(info.shape) * 4
         names = set().union(*(_index_names(a) for a in anchor.value.loads() if a.array == array))
         (vectorised if last in names and not names & rows else others).append((array, size))
-    return analytic_blocking(anchor, depth, lanes, registers, caches, threads, tuple(vectorised), tuple(others))
+    multiple = register_column_multiple(anchor, last)
+    return analytic_blocking(anchor, depth, lanes, registers, caches, threads, tuple(vectorised), tuple(others), multiple)

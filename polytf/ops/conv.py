@@ -1,21 +1,32 @@
-"""Conv2D: 2-D convolution, NHWC input and HWIO filter.
+"""Conv2D: 2-D convolution, NHWC input and HWIO filter, plain or grouped.
 
-Source: TensorFlow op definition ``Conv2D`` (tensorflow/core/ops/nn_ops.cc) and the
-window geometry of tensorflow/core/framework/kernel_shape_util.cc
-(``GetWindowedOutputSizeVerbose``):
+Source: TensorFlow op definition ``Conv2D`` (tensorflow/core/ops/nn_ops.cc, whose shape
+function accepts a filter with ``C / G`` input channels) and its CPU kernels
+(tensorflow/core/kernels/conv_ops_impl.h: grouped convolution), with the window geometry
+of tensorflow/core/framework/kernel_shape_util.cc (``GetWindowedOutputSizeVerbose``):
 
-* input ``[N, H, W, C]``, filter ``[KH, KW, C, O]`` -> output ``[N, OH, OW, O]``;
+* input ``[N, H, W, C]``, filter ``[KH, KW, C/G, O]`` -> output ``[N, OH, OW, O]``, where
+  ``G = C / filter_in_channels`` groups (``G = 1``: a plain convolution) and ``O`` is a
+  multiple of ``G``;
 * attrs ``strides`` and ``dilations`` are 4-tuples in NHWC order (batch and channel
   entries must be 1), ``padding`` is ``"SAME"`` or ``"VALID"`` (``"EXPLICIT"`` is not
   supported), ``data_format`` must be ``"NHWC"``;
 * VALID: ``out = ceil((in - (k-1)*d) / s)``, no padding;
   SAME: ``out = ceil(in / s)``, ``pad_total = max((out-1)*s + (k-1)*d + 1 - in, 0)``,
   ``pad_before = pad_total // 2`` (the extra cell goes after);
-* ``out[n, oh, ow, o] = sum_{kh, kw, c} in[n, oh*sh + kh*dh - pad_top, ow*sw + kw*dw - pad_left, c] * filter[kh, kw, c, o]``
+* with ``Cg = C/G`` input and ``Og = O/G`` output channels per group, output channel ``o``
+  belongs to group ``g = floor(o / Og)``:
+  ``out[n, oh, ow, o] = sum_{kh, kw, c < Cg} in[n, oh*sh + kh*dh - pad_top, ow*sw + kw*dw - pad_left, Cg*g + c] * filter[kh, kw, c, o]``
   with padded cells reading zero.
 
 The lowering never reads out of bounds: the padding becomes affine constraints of the
-update statement's domain.
+update statement's domain. A plain convolution is lowered here; a grouped one is first
+rewritten by :func:`expand_groups` (the expansion pass) into a ``Reshape`` view of its input
+as ``[N, H, W, G, Cg]`` and a ``GroupedConv2D`` (:mod:`polytf.ops.grouped_conv`), because the
+input channel ``Cg*floor(o/Og) + c`` of one index is not quasi-affine in polytf's index
+expressions (one floor division of an affine expression), while the view puts the group on
+an index of its own: ``in5[n, ..., floor(o/Og), c]``. :func:`convolution_statements` builds
+the statements of every convolution (Conv2D, GroupedConv2D, DepthwiseConv2dNative).
 """
 
 from __future__ import annotations
@@ -28,8 +39,10 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import REQUIRED, attr_ints, attr_string, is_channels_last
 from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
+from polytf.ops.expansion import Expansion, GraphBuilder, NodeAdder
+from polytf.ops.lowering_context import ArrayRef, LoweringContext
 from polytf.ops.traits import WeightLayout
-from polytf.poly.affine import AffineExpr
+from polytf.poly.affine import AffineExpr, IndexExpr
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -110,85 +123,211 @@ def check_nhwc(node) -> None:
         raise ShapeError(f"{node.op} with data_format {data_format!r} is unsupported: polytf supports NHWC only")
 
 
+#: the op a grouped Conv2D becomes (:mod:`polytf.ops.grouped_conv`)
+GROUPED_OP = "GroupedConv2D"
+
+
 @dataclass(frozen=True)
 class ConvGeometry:
+    """Sizes of one convolution: ``channels`` (C) input channels and ``filters`` (O) output
+    channels in ``groups`` (G) groups of ``C/G`` and ``O/G`` (``G = 1``: a plain convolution;
+    a depthwise one is ``G = C``, ``C/G = 1``, ``O/G`` its channel multiplier)."""
+
     batch: int
     channels: int
     filters: int
     height: Window
     width: Window
+    groups: int = 1
+
+    @property
+    def group_channels(self) -> int:
+        """``Cg = C / G``: input channels each output channel sums over (per window tap)."""
+        return self.channels // self.groups
+
+    @property
+    def group_filters(self) -> int:
+        """``Og = O / G``: output channels of one group."""
+        return self.filters // self.groups
+
+    @property
+    def output_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.height.output, self.width.output, self.filters)
+
+
+def windows(node, kernel_height: int, kernel_width: int, height: int, width: int) -> tuple[Window, Window]:
+    """The height and width windows of a Conv2D-like ``node`` (attrs ``strides``, ``dilations``,
+    ``padding``: SAME or VALID).
+
+    Raises:
+        ShapeError: bad or missing attrs, EXPLICIT padding, or a window that does not fit.
+    """
+    strides = nhwc_4tuple(node, "strides")
+    dilations = nhwc_4tuple(node, "dilations", (1, 1, 1, 1))
+    padding = attr_string(node, "padding", allowed=(*PADDINGS, "EXPLICIT"))  # EXPLICIT: refused by window()
+    return (
+        window(height, kernel_height, strides[1], dilations[1], padding, f"{node.op} height"),
+        window(width, kernel_width, strides[2], dilations[2], padding, f"{node.op} width"),
+    )
 
 
 def geometry(node, input_type: TensorType, filter_type: TensorType) -> ConvGeometry:
+    """Sizes, groups and windows of a Conv2D ``node``.
+
+    Raises:
+        ShapeError: not NHWC, ranks other than 4, dynamic shapes, filter in-channels that do
+            not divide the input's channels, output channels that the groups do not divide,
+            or bad strides/dilations/padding.
+    """
     check_nhwc(node)
     if input_type.rank != 4:
         raise ShapeError(f"Conv2D needs a rank-4 NHWC input, got {input_type}")
     if filter_type.rank != 4:
         raise ShapeError(f"Conv2D needs a rank-4 HWIO filter, got {filter_type}")
-    strides = nhwc_4tuple(node, "strides")
-    dilations = nhwc_4tuple(node, "dilations", (1, 1, 1, 1))
-    padding = attr_string(node, "padding", allowed=(*PADDINGS, "EXPLICIT"))  # EXPLICIT: refused by window()
-    n, h, w, c = input_type.shape
-    kh, kw, fc, o = filter_type.shape
     if not input_type.is_static or not filter_type.is_static:
         raise ShapeError(f"Conv2D needs static shapes, got input {input_type} and filter {filter_type}")
-    if c != fc:
+    n, h, w, c = input_type.shape
+    kh, kw, fc, o = filter_type.shape
+    if fc < 1 or c % fc:
         raise ShapeError(
-            f"Conv2D input {input_type} has {c} channels but the filter {filter_type} expects {fc} (grouped convolution is unsupported)"
+            f"Conv2D node '{node.name}': input {input_type} has {c} channels, which the filter {filter_type}'s {fc} input channels do not divide "
+            "(a grouped convolution needs filter in-channels = input channels / groups)"
         )
-    height = window(h, kh, strides[1], dilations[1], padding, "Conv2D height")
-    width = window(w, kw, strides[2], dilations[2], padding, "Conv2D width")
-    return ConvGeometry(n, c, o, height, width)
+    groups = c // fc
+    if o % groups:
+        raise ShapeError(f"Conv2D node '{node.name}': {groups} groups ({c} input channels / {fc}) do not divide the filter {filter_type}'s {o} output channels")
+    height, width = windows(node, kh, kw, h, w)
+    return ConvGeometry(n, c, o, height, width, groups)
 
 
 def infer(node, input_types, input_constants):
     if len(input_types) != 2:
         raise ShapeError(f"Conv2D takes 2 inputs (input, filter), got {len(input_types)}")
     x, f = input_types
-    g = geometry(node, x, f)
-    return (TensorType((g.batch, g.height.output, g.width.output, g.filters), x.dtype),)
+    return (TensorType(geometry(node, x, f).output_shape, x.dtype),)
 
 
-def reference(node, inputs):
-    x, f = (np.asarray(v, dtype=np.float32) for v in inputs)
-    g = geometry(node, TensorType(x.shape), TensorType(f.shape))
+def grouped_reference(x: np.ndarray, f: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """The convolution of ``x: [N, H, W, C]`` with ``f: [KH, KW, C/G, O]`` in ``g.groups``
+    groups (module docstring), accumulated in float64 one window tap at a time; float32
+    ``[N, OH, OW, O]``."""
     hh, ww = g.height, g.width
-    padded = np.pad(x.astype(np.float64), ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0)))
-    out = np.zeros((g.batch, hh.output, ww.output, g.filters), dtype=np.float64)
+    padded = np.pad(np.asarray(x, np.float64), ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0)))
+    padded = padded.reshape(padded.shape[:3] + (g.groups, g.group_channels))
+    filters = np.asarray(f, np.float64).reshape(hh.kernel, ww.kernel, g.group_channels, g.groups, g.group_filters)
+    out = np.zeros((g.batch, hh.output, ww.output, g.groups, g.group_filters), dtype=np.float64)
     for kh in range(hh.kernel):
         for kw in range(ww.kernel):
             rows = slice(kh * hh.dilation, kh * hh.dilation + (hh.output - 1) * hh.stride + 1, hh.stride)
             cols = slice(kw * ww.dilation, kw * ww.dilation + (ww.output - 1) * ww.stride + 1, ww.stride)
-            out += np.tensordot(padded[:, rows, cols, :], f[kh, kw].astype(np.float64), axes=([3], [0]))
-    return (out.astype(np.float32),)
+            taps = padded[:, rows, cols]
+            if g.groups == 1:
+                out[..., 0, :] += np.tensordot(taps[..., 0, :], filters[kh, kw, :, 0], axes=([3], [0]))
+            elif g.group_channels == 1:  # depthwise: one input channel per group
+                out += taps * filters[kh, kw, 0]
+            else:
+                out += np.einsum("nhwgc,cgo->nhwgo", taps, filters[kh, kw])
+    return out.reshape(g.output_shape).astype(np.float32)
 
 
-def lower(node, inputs, outputs, context):
-    """``S_init[d0..d3]: O[d] = 0``;
-    ``S_update[d0, d1, d2, d3, r0, r1, r2]: O[d] += I[d0, sh*d1 + dh*r0 - pt, sw*d2 + dw*r1 - pl, r2] * F[r0, r1, r2, d3]``
-    with padding as domain constraints."""
-    x, f = inputs
-    (y,) = outputs
-    g = geometry(node, x.type, f.type)
-    out = Access.of(y.name, "d0", "d1", "d2", "d3")
-    init = Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), y.shape, out, Constant(0.0), node=node.name, op=node.op)
-    x_access = Access.of(x.name, "d0", g.height.input_index("d1", "r0"), g.width.input_index("d2", "r1"), "r2")
-    f_access = Access.of(f.name, "r0", "r1", "r2", "d3")
+def reference(node, inputs):
+    x, f = (np.asarray(v, dtype=np.float32) for v in inputs)
+    return (grouped_reference(x, f, geometry(node, TensorType(x.shape), TensorType(f.shape))),)
+
+
+def convolution_statements(
+    node,
+    output: ArrayRef,
+    input_access: tuple[str, tuple[IndexExpr, ...]],
+    filter_access: tuple[str, tuple[IndexExpr, ...]],
+    height: Window,
+    width: Window,
+    channel_reduction: int,
+    context: LoweringContext,
+) -> list[Statement]:
+    """The statements of a convolution writing ``output: [N, OH, OW, O]``:
+    ``S_init[d0..d3]: O[d] = 0`` and
+    ``S_update[d0, d1, d2, d3, r0, r1(, r2)]: O[d] += I[d0, sh*d1 + dh*r0 - pt, sw*d2 + dw*r1 - pl, *channel] * F[*filter]``
+    with the padding as domain constraints.
+
+    Args:
+        node: the node lowered.
+        output: the array written.
+        input_access: ``(array, channel indices)``: the input's indices after the batch and the
+            two spatial ones (``(r2,)`` for Conv2D; ``(floor(d3/Og), r2)`` for the grouped view).
+        filter_access: ``(array, indices)`` of the filter read.
+        height, width: the windows over ``d1, r0`` and ``d2, r1``.
+        channel_reduction: extent of the channel reduction iterator ``r2`` (0: none, a
+            depthwise convolution sums over its window only).
+        context: the lowering context (statement names).
+    """
+    out = Access.of(output.name, "d0", "d1", "d2", "d3")
+    init = Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), output.shape, out, Constant(0.0), node=node.name, op=node.op)
+    input_name, channel = input_access
+    x_access = Access(input_name, (AffineExpr.of("d0"), height.input_index("d1", "r0"), width.input_index("d2", "r1"), *channel))
+    f_access = Access(filter_access[0], tuple(filter_access[1]))
+    reductions = ("r0", "r1", "r2") if channel_reduction else ("r0", "r1")
+    extents = (height.kernel, width.kernel, channel_reduction) if channel_reduction else (height.kernel, width.kernel)
     update = Statement(
         context.statement_name(),
-        ("d0", "d1", "d2", "d3", "r0", "r1", "r2"),
-        y.shape + (g.height.kernel, g.width.kernel, g.channels),
+        ("d0", "d1", "d2", "d3", *reductions),
+        output.shape + extents,
         out,
         Binary("add", Load(out), Binary("mul", Load(x_access), Load(f_access))),
-        constraints=g.height.constraints("d1", "r0") + g.width.constraints("d2", "r1"),
+        constraints=height.constraints("d1", "r0") + width.constraints("d2", "r1"),
         node=node.name,
         op=node.op,
     )
     return [init, update]
 
 
-#: filter ``[KH, KW, C, O]``: output channel ``o`` is axis 3; every output sums over ``KH, KW, C``.
+def lower(node, inputs, outputs, context):
+    """``S_init[d0..d3]: O[d] = 0``;
+    ``S_update[d0, d1, d2, d3, r0, r1, r2]: O[d] += I[d0, sh*d1 + dh*r0 - pt, sw*d2 + dw*r1 - pl, r2] * F[r0, r1, r2, d3]``
+    with padding as domain constraints (:func:`convolution_statements`).
+
+    Raises:
+        ShapeError: a grouped convolution (the expansion pass rewrites it first).
+    """
+    x, f = inputs
+    (y,) = outputs
+    g = geometry(node, x.type, f.type)
+    if g.groups > 1:
+        raise ShapeError(
+            f"Conv2D node '{node.name}' has {g.groups} groups and is lowered as a {GROUPED_OP} of a [N, H, W, G, C/G] view of its input: "
+            "run polytf.passes.expansion.expand_ops (part of the graph optimizer) before lowering"
+        )
+    r = AffineExpr.of
+    return convolution_statements(node, y, (x.name, (r("r2"),)), (f.name, (r("r0"), r("r1"), r("r2"), r("d3"))), g.height, g.width, g.channels, context)
+
+
+def expand_groups(node, builder: GraphBuilder) -> dict[int, str] | None:
+    """A grouped Conv2D as ``GroupedConv2D(Reshape(input, [N, H, W, G, C/G]), filter)`` (the
+    reshape is a view: no copy); None for a plain convolution or unknown types (nothing
+    added).
+
+    Raises:
+        ShapeError: see :func:`geometry`.
+    """
+    input_type, filter_type = (builder.type_of(tensor) for tensor in node.inputs[:2]) if len(node.inputs) == 2 else (None, None)
+    if input_type is None or filter_type is None or not input_type.is_static or not filter_type.is_static:
+        return None
+    g = geometry(node, input_type, filter_type)
+    if g.groups == 1:
+        return None
+    adder = NodeAdder(builder, node)
+    view_shape = (g.batch, g.height.size, g.width.size, g.groups, g.group_channels)
+    shape = adder.constant("group_shape", np.asarray(view_shape, np.int32))
+    view = adder.op("group_view", "Reshape", (node.inputs[0], shape), TensorType(view_shape, input_type.dtype), T=input_type.dtype, Tshape="int32")
+    attrs = {key: node.attrs[key] for key in ("strides", "padding", "dilations", "data_format") if key in node.attrs}
+    return {0: adder.op(None, GROUPED_OP, (view, node.inputs[1]), TensorType(g.output_shape, input_type.dtype), T=input_type.dtype, **attrs)}
+
+
+#: filter ``[KH, KW, C/G, O]``: output channel ``o`` is axis 3; every output sums over ``KH, KW, C/G``.
 FILTER_LAYOUT = WeightLayout(
-    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None
+    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None, dilatable=True
 )
-CONV2D = OpDefinition("Conv2D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv2D", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT)
+CONV2D = OpDefinition(
+    "Conv2D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv2D", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT,
+    expand=Expansion(expand_groups, f"a {GROUPED_OP} of a [N, H, W, G, C/G] view of its input when grouped"),
+)

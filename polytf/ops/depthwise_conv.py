@@ -13,11 +13,14 @@ Conv2D (tensorflow/core/framework/kernel_shape_util.cc):
 * ``out[n, oh, ow, c*M + m] = sum_{kh, kw} in[n, oh*sh + kh*dh - pad_top, ow*sw + kw*dw - pad_left, c] * filter[kh, kw, c, m]``
   with padded cells reading zero.
 
-Lowering: ``O = 0`` then a reduction over ``kh, kw`` only (``r0, r1``); the output
-channel ``d3`` reads input channel ``d3`` when ``M == 1`` (MobileNet's case, so the
-channel dimension stays a plain, contiguous, vectorisable index) and
-``floor(d3 / M)``, filter entry ``d3 mod M`` otherwise. Padding becomes affine
-constraints of the update's domain, as in :mod:`polytf.ops.conv`.
+A depthwise convolution is the grouped convolution with ``G = C`` groups of one input
+channel and ``M`` output channels (:mod:`polytf.ops.conv`): its reference and its
+statements are the grouped convolution's (:func:`~polytf.ops.conv.grouped_reference`,
+:func:`~polytf.ops.conv.convolution_statements`). Lowering: ``O = 0`` then a reduction over
+``kh, kw`` only (``r0, r1``); the output channel ``d3`` reads input channel ``d3`` when
+``M == 1`` (MobileNet's case, so the channel dimension stays a plain, contiguous,
+vectorisable index) and ``floor(d3 / M)``, filter entry ``d3 mod M`` otherwise. Padding
+becomes affine constraints of the update's domain.
 """
 
 from __future__ import annotations
@@ -29,12 +32,19 @@ import numpy as np
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_ints, attr_string, is_channels_last
-from polytf.ops.conv import PADDINGS, Window, check_nhwc, nhwc_4tuple, window
+from polytf.ops.conv import (
+    PADDINGS,
+    ConvGeometry,
+    Window,
+    check_nhwc,
+    convolution_statements,
+    grouped_reference,
+    nhwc_4tuple,
+    window,
+)
 from polytf.ops.definition import CONTRACTION, Arity, OpDefinition
 from polytf.ops.traits import WeightLayout
 from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
-from polytf.poly.expression import Access, Binary, Constant, Load
-from polytf.poly.statement import Statement
 
 OP = "DepthwiseConv2dNative"
 
@@ -52,6 +62,11 @@ class DepthwiseGeometry:
     @property
     def output_shape(self) -> tuple[int, int, int, int]:
         return (self.batch, self.height.output, self.width.output, self.channels * self.multiplier)
+
+    @property
+    def grouped(self) -> ConvGeometry:
+        """The same convolution as ``C`` groups of one input and ``M`` output channels."""
+        return ConvGeometry(self.batch, self.channels, self.channels * self.multiplier, self.height, self.width, groups=self.channels)
 
 
 def explicit_window(size: int, kernel: int, stride: int, dilation: int, pad_before: int, pad_after: int, what: str) -> Window:
@@ -123,18 +138,11 @@ def infer(node, input_types, input_constants):
 
 
 def reference(node, inputs):
-    """float64 accumulation over the padded input, one (kh, kw) tap at a time."""
+    """The grouped convolution's reference with the filter ``[KH, KW, C, M]`` read as
+    ``[KH, KW, 1, C*M]`` (the same elements in the same order)."""
     x, f = (np.asarray(v, dtype=np.float32) for v in inputs)
     g = geometry(node, TensorType(x.shape), TensorType(f.shape))
-    hh, ww = g.height, g.width
-    padded = np.pad(x.astype(np.float64), ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0)))
-    out = np.zeros((g.batch, hh.output, ww.output, g.channels, g.multiplier), dtype=np.float64)
-    for kh in range(hh.kernel):
-        for kw in range(ww.kernel):
-            rows = slice(kh * hh.dilation, kh * hh.dilation + (hh.output - 1) * hh.stride + 1, hh.stride)
-            cols = slice(kw * ww.dilation, kw * ww.dilation + (ww.output - 1) * ww.stride + 1, ww.stride)
-            out += padded[:, rows, cols, :, None] * f[kh, kw].astype(np.float64)
-    return (out.reshape(g.output_shape).astype(np.float32),)
+    return (grouped_reference(x, f.reshape(f.shape[0], f.shape[1], 1, -1), g.grouped),)
 
 
 def lower(node, inputs, outputs, context):
@@ -148,28 +156,15 @@ def lower(node, inputs, outputs, context):
         channel, entry = AffineExpr.of("d3"), AffineExpr.of(0)
     else:
         channel, entry = FloorDiv(AffineExpr.of("d3"), g.multiplier), Modulo(AffineExpr.of("d3"), g.multiplier)
-    out = Access.of(y.name, "d0", "d1", "d2", "d3")
-    init = Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), y.shape, out, Constant(0.0), node=node.name, op=node.op)
-    x_access = Access.of(x.name, "d0", g.height.input_index("d1", "r0"), g.width.input_index("d2", "r1"), channel)
-    f_access = Access.of(f.name, "r0", "r1", channel, entry)
-    update = Statement(
-        context.statement_name(),
-        ("d0", "d1", "d2", "d3", "r0", "r1"),
-        y.shape + (g.height.kernel, g.width.kernel),
-        out,
-        Binary("add", Load(out), Binary("mul", Load(x_access), Load(f_access))),
-        constraints=g.height.constraints("d1", "r0") + g.width.constraints("d2", "r1"),
-        node=node.name,
-        op=node.op,
-    )
-    return [init, update]
+    filter_index = (AffineExpr.of("r0"), AffineExpr.of("r1"), channel, entry)
+    return convolution_statements(node, y, (x.name, (channel,)), (f.name, filter_index), g.height, g.width, 0, context)
 
 
 #: filter ``[KH, KW, C, M]``: output channel ``c * M + m`` is axes 2 and 3; every output sums
 #: over ``KH, KW`` only.
 FILTER_LAYOUT = WeightLayout(
     input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (2, 3) if is_channels_last(node) else None,
-    depthwise=True,
+    depthwise=True, dilatable=True,
 )
 DEPTHWISE_CONV2D = OpDefinition(
     OP, CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: DepthwiseConv2dNative", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT

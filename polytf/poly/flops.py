@@ -1,9 +1,11 @@
 """Floating-point operations of contractions: the one FLOP counter of polytf.
 
 A *contraction* is a reduction statement whose update adds a product to the element it
-writes, ``C[d] = C[d] + A[...] * B[...]`` — what MatMul, BatchMatMulV2, Einsum, Conv2D and
-DepthwiseConv2dNative lower to (:mod:`polytf.ops`). Each point of its iteration domain is one
-multiply and one add, so it counts ``2 × |domain|`` FLOPs. Element-wise epilogues, pooling,
+writes, ``C[d] = C[d] + A[...] * B[...]`` — what MatMul, BatchMatMulV2, Einsum, Conv2D,
+GroupedConv2D and DepthwiseConv2dNative lower to (:mod:`polytf.ops`). Each point of its
+iteration domain is one multiply and one add, so it counts ``2 × |domain|`` FLOPs; a grouped
+convolution's domain sums over its ``C/G`` channels per group only
+(``2·N·Ho·Wo·Cout·KH·KW·Cin/G``). Element-wise epilogues, pooling,
 softmax and plain sums are not counted (the usual convention of GEMM and convolution
 benchmarks).
 

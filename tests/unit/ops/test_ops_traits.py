@@ -164,6 +164,7 @@ def test_slab_copy_ops_copy_each_operand_into_a_slab_of_the_output():
 WEIGHTED = {
     "Conv2D": (Node("y", "Conv2D", ("x:0", "w:0"), attrs={"strides": (1, 1, 1, 1), "padding": "VALID"}), (1, 6, 5, 3), (3, 2, 3, 4)),
     "DepthwiseConv2dNative": (Node("y", "DepthwiseConv2dNative", ("x:0", "w:0"), attrs={"strides": (1, 1, 1, 1), "padding": "VALID"}), (1, 6, 5, 3), (3, 2, 3, 2)),
+    "GroupedConv2D": (Node("y", "GroupedConv2D", ("x:0", "w:0"), attrs={"strides": (1, 1, 1, 1), "padding": "VALID"}), (1, 6, 5, 2, 3), (3, 2, 3, 4)),
     "MatMul": (Node("y", "MatMul", ("x:0", "w:0"), attrs={"transpose_b": True}), (4, 6), (5, 6)),
 }
 
@@ -187,7 +188,7 @@ def test_weight_layout_scales_output_channels(op):
 def test_a_weight_layout_needs_channels_last():
     node = Node("y", "Conv2D", ("x:0", "w:0"), attrs={"data_format": "NCHW"})
     assert lookup("Conv2D").weight_layout.output_channels(node, (3, 3, 2, 4)) is None
-    assert convolution_ops() == ("Conv2D", "DepthwiseConv2dNative")
+    assert convolution_ops() == ("Conv2D", "DepthwiseConv2dNative", "GroupedConv2D")
 
 
 @pytest.mark.parametrize("op", ["FusedBatchNorm", "FusedBatchNormV3"])

@@ -9,8 +9,10 @@ import pytest
 from hand_built_graphs import graph_conv_bias_relu, graph_depthwise, graph_matmul_bias_relu, kernels_of
 
 from polytf.errors import ScheduleError
+from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.interpreter import interpret
-from polytf.poly.statement import CopyKind, IteratorRole
+from polytf.poly.scop import ArrayInfo, Scop
+from polytf.poly.statement import CopyKind, IteratorRole, Statement
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.data_layout import SCRATCH, apply_data_layout, can_zero_pad
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
@@ -106,17 +108,33 @@ def test_recipe_json_round_trip_keeps_the_new_fields():
     assert "regtile 6x16" in recipe.describe() and "im2col" in recipe.describe()
 
 
+def _prefix_sum_of_products() -> Scop:
+    """``C[d0] += A[r0] * B[r0]`` for ``r0 <= d0``: its guard is no bound of a read."""
+    write = Access.of("C", "d0")
+    init = Statement("S0", ("d0",), (4,), write, Constant(0.0))
+    product = Binary("mul", Load(Access.of("A", "r0")), Load(Access.of("B", "r0")))
+    update = Statement("S1", ("d0", "r0"), (4, 4), write, Binary("add", Load(write), product), constraints=("r0 <= d0",))
+    arrays = (ArrayInfo("A", (4,), "float32", "input"), ArrayInfo("B", (4,), "float32", "input"), ArrayInfo("C", (4,), "float32", "output"))
+    return Scop("prefix", (init, update), arrays)
+
+
 def test_padding_is_offered_and_accepted_only_where_it_applies(conv):
-    """A depthwise convolution with a channel multiplier reads its input at ``c / 2``: its
-    guards do more than keep affine reads in bounds, so it cannot be zero-padded. Neither
-    the search space nor the validator lets such a recipe reach code generation."""
-    graph = graph_depthwise((1, 5, 4, 3), multiplier=2, seed=5)
-    depthwise = kernels_of(graph)[0]
-    assert anchor_statement(depthwise.scop).constraints and not can_zero_pad(depthwise.scop)
-    assert SearchSpace.for_scop(depthwise.scop, 2).choices("pad") == (False,)
+    """Guards that do more than keep affine reads in bounds (a prefix sum's ``r0 <= d0``)
+    cannot be padded away: neither the search space nor the validator lets such a recipe
+    reach code generation. A depthwise convolution with a channel multiplier reads its input
+    at ``floor(c / 2)``, inside the channel axis: only its window axes are padded."""
+    prefix = _prefix_sum_of_products()
+    assert not can_zero_pad(prefix) and SearchSpace.for_scop(prefix, 2).choices("pad") == (False,)
     with pytest.raises(ScheduleError, match="recipe field pad = True is invalid"):
-        validate_recipe(depthwise.scop, CpuRecipe(pad=True))
+        validate_recipe(prefix, CpuRecipe(pad=True))
     assert can_zero_pad(conv.scop) and SearchSpace.for_scop(conv.scop, 2).choices("pad") == (False, True)
+    depthwise = kernels_of(graph_depthwise((1, 5, 4, 3), multiplier=2, seed=5))[0]
+    assert can_zero_pad(depthwise.scop) and SearchSpace.for_scop(depthwise.scop, 2).choices("pad") == (False, True)
+    scop = apply_data_layout(depthwise.scop, CpuRecipe(pad=True))
+    (padded,) = [a for a in scop.arrays if a.role == SCRATCH]
+    assert padded.shape == (1, 7, 6, 3)  # height and width padded, channels not
+    assert not anchor_statement(scop).constraints
+    _check_against_reference(depthwise, scop)
 
 
 def test_copies_are_data_layout_copies_whose_iterators_keep_the_anchor_roles(conv):
