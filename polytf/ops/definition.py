@@ -22,7 +22,7 @@ from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
 from polytf.ops.expansion import Expansion
 from polytf.ops.lowering_context import ArrayRef, LoweringContext
-from polytf.ops.traits import Algebra, Forwarding, WeightLayout
+from polytf.ops.traits import Algebra, Forwarding, SpaceBatchMove, WeightLayout
 from polytf.poly.statement import Statement
 
 #: Categories of ops, used by shape inference, fusion and the runtime.
@@ -120,6 +120,8 @@ class OpDefinition:
             batch normalization), see :data:`AffineFunction`.
         expand: the op is rewritten into other ops before lowering
             (:class:`~polytf.ops.expansion.Expansion`).
+        space_batch: the op moves blocks of spatial positions into the batch or back
+            (:class:`~polytf.ops.traits.SpaceBatchMove`: ``SpaceToBatchND``, ``BatchToSpaceND``).
 
     Raises:
         ValueError: an unknown category, or traits that contradict each other.
@@ -145,6 +147,7 @@ class OpDefinition:
     channel_bias: bool = field(default=False, kw_only=True)
     affine: AffineFunction | None = field(default=None, kw_only=True)
     expand: Expansion | None = field(default=None, kw_only=True)
+    space_batch: SpaceBatchMove | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

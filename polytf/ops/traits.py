@@ -105,6 +105,10 @@ class WeightLayout:
             None when the node does not put channels on the output's last axis (NCHW).
         depthwise: a convolution that filters each input channel on its own (sums over its
             window only: ``DepthwiseConv2dNative``).
+        dilatable: a convolution with TensorFlow's window attrs (``strides`` and ``dilations``
+            in NHWC order, ``padding`` SAME or VALID) that computes any dilation: a
+            ``SpaceToBatchND``/``BatchToSpaceND`` pair around it folds into its ``dilations``
+            (:mod:`polytf.passes.dilation_folding`).
     """
 
     input: int
@@ -113,6 +117,7 @@ class WeightLayout:
     window_axes: tuple[int, ...]
     channel_axes: AxesFunction
     depthwise: bool = False
+    dilatable: bool = False
 
     @property
     def is_convolution(self) -> bool:
@@ -141,4 +146,25 @@ class WeightLayout:
         return weight * scale.reshape(shape)
 
 
-__all__ = ["Algebra", "AxesFunction", "Forwarding", "Operation", "WeightLayout"]
+@dataclass(frozen=True)
+class SpaceBatchMove:
+    """An op that moves blocks of spatial positions between the spatial dimensions and the
+    batch (TensorFlow's ``SpaceToBatchND`` and ``BatchToSpaceND``, tensorflow/core/ops/
+    array_ops.cc): what recognises a dilated convolution written as ``SpaceToBatchND ->
+    convolution -> BatchToSpaceND`` (tensorflow/python/ops/nn_ops.py, ``with_space_to_batch``).
+
+    Attributes:
+        to_batch: True: pads the spatial dimensions by the amounts, then moves the block
+            offsets into the batch (``SpaceToBatchND``); False: moves them back into space,
+            then crops by the amounts (``BatchToSpaceND``).
+        block_shape_input: index of the ``block_shape`` input (``[M]`` ints, the dilation).
+        amounts_input: index of the ``paddings`` (to batch) or ``crops`` (to space) input
+            (``[M, 2]`` ints, before and after).
+    """
+
+    to_batch: bool
+    block_shape_input: int = 1
+    amounts_input: int = 2
+
+
+__all__ = ["Algebra", "AxesFunction", "Forwarding", "Operation", "SpaceBatchMove", "WeightLayout"]

@@ -7,6 +7,8 @@ the same with polytf's passes:
 1. prune to the fan-in of the outputs (:mod:`~polytf.passes.pruning`);
 2. identity removal (identity-like ops, ``NoOp``, control edges);
 3. constant folding (with the op table's numpy references);
+   then dilation folding (``SpaceToBatchND -> convolution -> BatchToSpaceND`` into one
+   convolution with ``dilations``, before the expansion rewrites the convolution);
    then op expansion (ops with an expansion rule: ``Split``/``SplitV``/``Unpack`` into one
    ``Slice`` per used output, ``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
 4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
@@ -30,6 +32,7 @@ from polytf.passes.arithmetic import simplify_arithmetic
 from polytf.passes.batch_norm_folding import fold_batch_norms
 from polytf.passes.common_subexpressions import eliminate_common_subexpressions
 from polytf.passes.constant_folding import fold_constants
+from polytf.passes.dilation_folding import fold_dilations
 from polytf.passes.expansion import expand_ops
 from polytf.passes.identity_removal import remove_identities
 from polytf.passes.pruning import prune_to_outputs
@@ -42,6 +45,7 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
     ("prune", lambda graph, config: prune_to_outputs(graph)),
     ("identity removal", lambda graph, config: remove_identities(graph)),
     ("constant folding", fold_constants),
+    ("dilation folding", lambda graph, config: fold_dilations(graph)),
     ("op expansion", lambda graph, config: expand_ops(graph)),
     ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
     ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
@@ -51,13 +55,17 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
 )
 
 
-def optimize(graph: Graph, config: GraphPassConfig | None = None) -> tuple[Graph, tuple[PassReport, ...]]:
+def optimize(
+    graph: Graph, config: GraphPassConfig | None = None, observe: Callable[[str, Graph, Graph], None] | None = None
+) -> tuple[Graph, tuple[PassReport, ...]]:
     """Run :data:`PASSES` until a round changes nothing (at most ``config.max_rounds`` rounds).
 
     Args:
         graph: typed (after :func:`polytf.lowering.shape_inference.infer_types`; new nodes are then
             typed too) or untyped.
         config: pass settings (size caps, rounds).
+        observe: called after each pass with its name, its input graph and its output graph
+            (``polytf ops --model`` follows each node through the passes with it).
 
     Returns:
         The optimized graph (same outputs, same placeholders, same values up to float32
@@ -67,8 +75,11 @@ def optimize(graph: Graph, config: GraphPassConfig | None = None) -> tuple[Graph
     reports: list[PassReport] = []
     for round_number in range(1, max(1, config.max_rounds) + 1):
         changed = False
-        for _, graph_pass in PASSES:
+        for pass_name, graph_pass in PASSES:
+            before = graph
             graph, report = graph_pass(graph, config)
+            if observe is not None:
+                observe(pass_name, before, graph)
             reports.append(replace(report, round=round_number))
             changed = changed or report.changed
         if not changed:
