@@ -195,11 +195,20 @@ def build_parser() -> argparse.ArgumentParser:
     ops = commands.add_parser(
         "ops",
         help="list the TensorFlow ops polytf supports, or how each op of a model runs",
-        description="Without --model: every supported op (category, run-time dtypes, compiled or host). With --model: each op of "
-        "the model, its node count in the file and after the graph passes, and whether it is compiled, runs on the host "
-        "(and why) or is unsupported; exit status 1 when some op is unsupported.",
+        description="Without --model: every supported op (category, run-time dtypes, how it runs). With --model: each op of "
+        "the model, its nodes in the file (and those the graph passes made), and how many are compiled, on the host, no code "
+        "(input, constant, view), rewritten (by which pass), unsupported or not reached, and why; exit status 1 when some node "
+        "is unsupported or not reached.",
     )
     ops.add_argument("--model", help="a frozen GraphDef or SavedModel directory to report on")
     ops.add_argument("--signature", metavar="NAME", help="SavedModel signature (default serving_default)")
-    ops.add_argument("--input", action="append", metavar="NAME:SHAPE", help="fix a placeholder's shape (repeatable)")
+    ops.add_argument(
+        "--input",
+        action="append",
+        metavar="NAME:SHAPE",
+        help="fix a placeholder's shape, or give an unsupported node's output shape (repeatable)",
+    )
+    ops.add_argument(
+        "--no-fallback", dest="fallback", action="store_false", help="report the nodes that would run on the host as unsupported"
+    )
     return parser

@@ -15,4 +15,5 @@ One module per step (each imported by its own path; this package imports nothing
     backends          the Backend record, chosen once: target, threads, model kind, kernel measurement, device
     loading           load_model: the steps above for the backend the options name
     op_coverage       how each op of a model runs (``polytf ops --model``)
+    partial_typing    shape inference as far as it goes: the nodes it accepts, why the others not
 """

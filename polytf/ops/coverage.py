@@ -15,7 +15,7 @@ from pathlib import Path
 from polytf.ops.definition import CATEGORIES, CONTRACTION, ELEMENTWISE, NO_OUTPUT, REDUCTION, SOURCE, VIEW
 from polytf.ops.table import lookup, supported_ops
 
-__all__ = ["OpRow", "op_rows", "markdown_table", "rewrite_readme", "rewritten_ops", "BEGIN_MARKER", "END_MARKER"]
+__all__ = ["OpRow", "op_rows", "runs_as", "markdown_table", "rewrite_readme", "rewritten_ops", "BEGIN_MARKER", "END_MARKER"]
 
 BEGIN_MARKER = "<!-- supported ops -->"
 END_MARKER = "<!-- end supported ops -->"
@@ -52,7 +52,8 @@ def op_rows() -> list[OpRow]:
     return sorted(rows, key=lambda row: (order.get(row.category, 99), row.op))
 
 
-def _how(row: OpRow) -> str:
+def runs_as(row: OpRow) -> str:
+    """How the op's nodes run, in the words of README's table and ``polytf ops``."""
     if row.category == SOURCE:
         return "input / constant"
     if row.category in (VIEW, NO_OUTPUT):
@@ -64,7 +65,7 @@ def markdown_table() -> str:
     """The table README.md carries: op, category, run-time dtypes, how it runs, source."""
     lines = ["| op | category | run-time dtypes | runs as | semantics from |", "|---|---|---|---|---|"]
     for row in op_rows():
-        lines.append(f"| {row.op} | {row.category} | {', '.join(row.dtypes)} | {_how(row)} | {row.source} |")
+        lines.append(f"| {row.op} | {row.category} | {', '.join(row.dtypes)} | {runs_as(row)} | {row.source} |")
     return "\n".join(lines)
 
 
