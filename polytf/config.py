@@ -38,13 +38,19 @@ class CodegenConfig:
 
     Attributes:
         optimization_level: LLVM optimisation level, 0 to 3.
-        fast_math: allow reassociation and contraction of float32 arithmetic (needed to
-            vectorise reductions; results stay within float32 tolerance of the
-            reference, as the tests check).
+        fast_math: every LLVM fast-math flag (``fast``: no NaN, no infinities, no signed
+            zeros, reassociation, reciprocals, approximate functions) on all float32
+            arithmetic. Off by default, as XLA's ``xla_cpu_enable_fast_math`` since 2020:
+            generated code then follows TensorFlow's float semantics (NaN and ±inf
+            propagate as in its CPU kernels: ``Relu(NaN)`` is NaN), with only ``contract``
+            everywhere and ``reassoc`` on reductions' accumulation
+            (:func:`polytf.targets.statement_codegen.float_flags`). With it, NaN and
+            infinities give undefined results (``IsNan``, ``CheckNumerics`` and NaN in
+            ``Relu``/``Max`` no longer hold). Part of the cache key (:func:`code_knobs`).
     """
 
     optimization_level: int = 3
-    fast_math: bool = True
+    fast_math: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,12 @@ class IndexOutOfRangeError(PolytfError):
     before the kernel that would read it runs, naming the node, the index and the range."""
 
 
+class InvalidArgumentError(PolytfError):
+    """A tensor's values are invalid at run time, as TensorFlow's ``InvalidArgumentError``: a
+    ``CheckNumerics`` node found NaN or ±inf (``"<message> : Tensor had NaN values"``, naming
+    the node); raised from the model's call after the kernel that checked the tensor."""
+
+
 class PolyhedralError(PolytfError):
     """isl rejected a set or map polytf built; the message carries the isl text."""
 

@@ -111,7 +111,8 @@ class KernelModuleBuilder(StatementEmitter):
         vector_width: 0 = LLVM decides, 1 = no vectorisation, n = width hint on innermost loops.
         unroll: 0 = LLVM decides, 1 = no unrolling, n = unroll count on innermost loops.
         parallel: run the body on all threads, distributing the loops below parallel marks.
-        fast_math: reassociation/contraction flags on float arithmetic.
+        fast_math: every fast-math flag on float arithmetic, NaN and inf then undefined;
+            else TensorFlow's float semantics (:func:`polytf.targets.statement_codegen.float_flags`).
         native_vector_width: float32 lanes of the target's vector registers (the
             micro-kernel's width when ``vector_width`` is 0).
     """
@@ -124,7 +125,7 @@ class KernelModuleBuilder(StatementEmitter):
         vector_width: int = 0,
         unroll: int = 0,
         parallel: bool = False,
-        fast_math: bool = True,
+        fast_math: bool = False,
         native_vector_width: int = 8,
     ) -> None:
         super().__init__(scop, fast_math=fast_math)

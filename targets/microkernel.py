@@ -40,7 +40,7 @@ from polytf.poly.affine import AffineExpr, FloorDiv, Modulo, affine_of_ast, inde
 from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
 from polytf.schedules.marks import MicrokernelMark, mark_of
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
-from polytf.targets.statement_codegen import F32, I32, I64
+from polytf.targets.statement_codegen import F32, I32, I64, MAXIMUM_FLAGS, with_flags
 
 #: Unary ops emitted as LLVM vector intrinsics (exp, tanh, sigmoid, erf, erfc come from
 #: :mod:`polytf.targets.math_functions`).
@@ -220,6 +220,12 @@ def _identifiers(expression: isl.AstExpr) -> set[str]:
     return names
 
 
+def _arithmetic(expression: Expr) -> bool:
+    """Whether a body is float arithmetic only (loads, constants, unary and binary operators),
+    which :meth:`_Microkernel._value` emits on vectors."""
+    return isinstance(expression, (Load, Constant, Unary, Binary)) and all(_arithmetic(child) for child in expression.children())
+
+
 def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> bool:
     """Emit the micro-kernel under ``mark`` with ``generator`` (a KernelModuleBuilder).
 
@@ -269,6 +275,8 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     write = statement.write
     if any(access.array == write.array and access != write for access in statement.value.loads()):
         return False
+    if not _arithmetic(statement.value):
+        return False  # comparisons and selections (LeakyRelu, Elu, ClipByValue) go to the generic emitter
 
     # isl drops loops of one iteration: each register loop must be the one that runs its
     # statement iterator, or the subtree is not the expected micro-kernel.
@@ -716,8 +724,10 @@ class _Microkernel:
             lhs = self._value(expression.lhs, point, env, accumulator, cache, mask)
             rhs = self._value(expression.rhs, point, env, accumulator, cache, mask)
             if expression.op in ("max", "min", "maximum", "minimum"):
+                if expression.op in ("maximum", "minimum"):
+                    flags = with_flags(flags, MAXIMUM_FLAGS)  # the sign of max(-0, +0) is not defined
                 return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=flags)
-            emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]
+            emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv, "fmod": b.frem}[expression.op]
             return emit(lhs, rhs, flags=flags)
         raise TypeError(f"cannot vectorise expression {expression!r}")
 

@@ -27,8 +27,9 @@ CUDA printer (``cuda.c``):
   :data:`UNROLLED_TRIP_COUNT` (a thread tile's points) is unrolled here, whatever loops
   it holds, so that a promoted accumulator tile is indexed by constants (registers).
 
-Float arithmetic carries the ``contract`` flag at least (``fma.rn.f32``), all fast-math
-flags with ``fast_math``.
+Float arithmetic carries the flags of the CPU's (:func:`polytf.targets.statement_codegen.float_flags`):
+``contract`` (``fma.rn.f32``; plain fmul/fadd never fuse on NVPTX), and every fast-math flag
+only with ``fast_math``; ``llvm.maximum`` becomes ``max.NaN.f32`` on sm_80 and later.
 """
 
 from __future__ import annotations
@@ -80,10 +81,9 @@ class NvptxModuleBuilder(KernelModuleBuilder):
         fast_math: all fast-math flags on float arithmetic (else ``contract`` only).
     """
 
-    def __init__(self, scop: Scop, ast: isl.AstNode, launch: GpuLaunch, *, unroll: int = 0, fast_math: bool = True) -> None:
+    def __init__(self, scop: Scop, ast: isl.AstNode, launch: GpuLaunch, *, unroll: int = 0, fast_math: bool = False) -> None:
         super().__init__(scop, ast, vector_width=0, unroll=unroll, parallel=False, fast_math=fast_math)
         self.launch = launch
-        self.flags = ("fast",) if fast_math else ("contract",)
         self.arguments = global_arrays(scop, launch)
         #: AST iterator -> ("block" | "thread", hardware dimension) inside the marks being emitted
         self._mapped_iterators: dict[str, tuple[str, str]] = {}

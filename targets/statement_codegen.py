@@ -18,6 +18,33 @@ floor division. Unary operators are LLVM intrinsics or the straight-line functio
 :mod:`polytf.targets.math_functions`; integer division never traps (TensorFlow's ``Div``,
 ``FloorDiv``, ``FloorMod``).
 
+Float semantics are TensorFlow's (NaN and ±inf propagate as in its CPU kernels), so float
+arithmetic carries only the fast-math flags that cannot change a NaN, an infinity or a
+signed zero (:func:`float_flags`, LLVM LangRef "Fast-Math Flags"):
+
+* ``contract`` everywhere (fused multiply-add: one rounding instead of two);
+* ``reassoc`` in addition on the accumulating operation of a reduction
+  (``C = C + ...``, ``C = C * ...``), so that LLVM may vectorise it: polytf reorders a
+  reduction by tiling and vectorising anyway, and TensorFlow's Eigen reductions use a tree
+  order of their own;
+* ``nsz`` in addition on ``maximum``/``minimum`` (``llvm.maximum``/``llvm.minimum``): which
+  zero ``max(-0, +0)`` returns is not defined by TensorFlow either (its scalar and vector
+  paths differ), and with it ``maximum(x, 0)`` is one ``maxps`` on x86.
+
+Not ``nnan``/``ninf`` (LLVM may then assume no operand is NaN or infinite: ``Relu(NaN)``
+became 0), ``nsz`` elsewhere (``-(a - b)`` may become ``b - a``, whose zero has the other
+sign, and ``1 / x`` the other infinity), ``arcp`` (``x / y`` as ``x * (1 / y)`` overflows to
+inf for a tiny ``y``) or ``afn`` (approximate ``sqrt``/``exp``...). ``fast_math`` (opt-in,
+:class:`polytf.config.CodegenConfig`) puts every flag (``fast``) on every operation, as
+before, like XLA's ``xla_cpu_enable_fast_math``: faster, and NaN and infinities are then
+undefined (``IsNan`` and ``CheckNumerics`` among others no longer hold).
+
+Denormals are kept (IEEE gradual underflow): TensorFlow's CPU kernels run with
+flush-to-zero and denormals-are-zero (``tensorflow/core/platform/denormal.h``,
+``ScopedFlushDenormal``), so where a result depends on a denormal being zero
+(``1 / 1e-38``, ``rsqrt``, ``log`` of a denormal) TensorFlow gives ±inf where polytf gives
+the finite IEEE value; elsewhere the two differ by less than the smallest normal float.
+
 :class:`StatementEmitter` is the base of the module builders
 (:class:`polytf.targets.llvm_codegen.KernelModuleBuilder`, and through it the NVPTX one),
 which own the functions and loops; the micro-kernel emitter
@@ -40,6 +67,7 @@ from polytf.poly.expression import (
     Constant,
     Convert,
     Expr,
+    FloatTest,
     Gather,
     Load,
     Logical,
@@ -68,6 +96,37 @@ _COMPARISONS = {
     isl.ast_expr_op_type.gt: ">",
 }
 
+#: Fast-math flags of float arithmetic (module docstring): ``contract`` only by default.
+DEFAULT_FLAGS = ("contract",)
+#: With :attr:`polytf.config.CodegenConfig.fast_math`: every flag, NaN and inf undefined.
+FAST_FLAGS = ("fast",)
+#: Added on the accumulating operation of a reduction, ``C = C + ...`` or ``C = C * ...``.
+REDUCTION_FLAGS = ("reassoc",)
+#: Added on ``maximum``/``minimum``: the sign of ``max(-0, +0)`` is not defined.
+MAXIMUM_FLAGS = ("nsz",)
+
+
+def float_flags(fast_math: bool) -> tuple[str, ...]:
+    """The fast-math flags of float arithmetic: ``("fast",)`` with ``fast_math``, else
+    ``("contract",)`` (module docstring)."""
+    return FAST_FLAGS if fast_math else DEFAULT_FLAGS
+
+
+def with_flags(flags: tuple[str, ...], extra: tuple[str, ...]) -> tuple[str, ...]:
+    """``flags`` and ``extra`` (nothing added to ``fast``, which has them all)."""
+    return flags if "fast" in flags else flags + tuple(f for f in extra if f not in flags)
+
+
+def accumulation(statement) -> Binary | None:
+    """The accumulating operation of a reduction statement, ``C = C + e`` or ``C = C * e``
+    (float ``add``/``mul`` with the written element as an operand), else None."""
+    value = statement.value
+    if isinstance(value, Binary) and value.op in ("add", "mul") and statement.reduction_iterators and statement.is_reduction:
+        if Load(statement.write) in (value.lhs, value.rhs):
+            return value
+    return None
+
+
 #: Unary ops emitted as LLVM intrinsics; exp, tanh, sigmoid, erf and erfc are straight-line
 #: IR from :mod:`polytf.targets.math_functions` instead (they vectorise), neg/square/rsqrt
 #: plain arithmetic.
@@ -93,20 +152,22 @@ class StatementEmitter:
 
     Args:
         scop: the statements and arrays.
-        fast_math: reassociation/contraction flags on float arithmetic.
+        fast_math: every fast-math flag on float arithmetic (:func:`float_flags`).
 
     Raises:
         CodegenError: an array has a dtype generated code does not handle.
     """
 
-    def __init__(self, scop: Scop, *, fast_math: bool = True) -> None:
+    def __init__(self, scop: Scop, *, fast_math: bool = False) -> None:
         for array in scop.arrays:
             if array.dtype not in MEMORY_TYPES:
                 raise CodegenError(
                     f"kernel {scop.name}: array {array.name} ({array.tensor}) has dtype {array.dtype}; generated code handles {', '.join(MEMORY_TYPES)}"
                 )
         self.scop = scop
-        self.flags = ("fast",) if fast_math else ()
+        self.flags = float_flags(fast_math)
+        #: while a reduction statement is emitted: its accumulating operation (``reassoc``)
+        self._accumulation: Binary | None = None
         self.module = ir.Module(name=scop.name)
         self.statements = {s.name: s for s in scop.statements}
         self.strides = {a.name: _row_major_strides(a.shape) for a in scop.arrays}
@@ -133,7 +194,9 @@ class StatementEmitter:
         forms = [affine_of_ast(call.op_get_arg(i + 1), {}) for i in range(len(values))]
         self._point_substitutions = dict(zip(statement.iterators, forms)) if all(f is not None for f in forms) else None
         self._point_env = env
+        self._accumulation = accumulation(statement)
         value = self._value(statement.value, point)
+        self._accumulation = None
         dtype = self.dtypes[statement.write.array]
         value = self._convert(value, VALUE_TYPES[dtype])
         if dtype == "bool":
@@ -223,7 +286,9 @@ class StatementEmitter:
 
     def _convert(self, value: ir.Value, target: ir.Type) -> ir.Value:
         """``value`` as ``target`` (F32, I32, I64 or I1) with TensorFlow's Cast semantics:
-        float -> int truncates toward zero, number -> bool is ``!= 0``, bool -> number 0 or 1."""
+        float -> int truncates toward zero (NaN, ±inf and values out of the integer's range
+        give its lowest value, as TensorFlow's CPU kernel, x86's "integer indefinite": never
+        ``fptosi``'s poison), number -> bool is ``!= 0`` (NaN is true), bool -> number 0 or 1."""
         b = self.builder
         source = value.type
         if source == target:
@@ -237,7 +302,9 @@ class StatementEmitter:
         if target == F32:
             return b.sitofp(value, F32)
         if source == F32:
-            return b.fptosi(value, target)
+            limit = float(2 ** (target.width - 1))
+            inside = b.and_(b.fcmp_ordered(">=", value, ir.Constant(F32, -limit)), b.fcmp_ordered("<", value, ir.Constant(F32, limit)))
+            return b.select(inside, b.fptosi(value, target), ir.Constant(target, -(2 ** (target.width - 1))))
         return b.sext(value, target) if target.width > source.width else b.trunc(value, target)
 
     def _typed_value(self, expression: Expr, point: Mapping[str, ir.Value]) -> ir.Value:
@@ -266,6 +333,8 @@ class StatementEmitter:
             return b.select(condition, then, otherwise)
         if isinstance(expression, Convert):
             return self._convert(self._value(expression.operand, point), VALUE_TYPES[expression.dtype])
+        if isinstance(expression, FloatTest):
+            return self.float_test(expression.test, self._convert(self._value(expression.operand, point), F32))
         if isinstance(expression, Gather):
             # clamped into the table: no index value reads outside it (the runtime refuses bad ones first)
             position = self._convert(self._value(expression.index, point), I64)
@@ -275,6 +344,16 @@ class StatementEmitter:
             access = expression.table.access
             return self._load(access.array, access.index, point, position)
         raise CodegenError(f"kernel {self.scop.name}: cannot generate code for expression {expression!r}")
+
+    def float_test(self, test: str, value: ir.Value) -> ir.Value:
+        """``isnan``/``isinf``/``isfinite`` of a float (or float vector) as i1: ``value``
+        unordered with itself; ``|value| == inf``; ``|value|`` ordered and ``!= inf``."""
+        b = self.builder
+        if test == "nan":
+            return b.fcmp_unordered("uno", value, value)
+        infinity = ir.Constant(value.type, float("inf")) if value.type == F32 else ir.Constant(value.type, [float("inf")] * value.type.count)
+        magnitude = b.call(self._declare(f"llvm.fabs.{_type_suffix(value.type)}", value.type, [value.type]), [value])
+        return b.fcmp_ordered("==" if test == "inf" else "!=", magnitude, infinity)
 
     def _integer_binary(self, op: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
         b = self.builder
@@ -316,7 +395,7 @@ class StatementEmitter:
             if expression.dtype != "float32":
                 return ir.Constant(VALUE_TYPES[expression.dtype], int(expression.value))
             return ir.Constant(F32, float(expression.value))
-        if isinstance(expression, (Compare, Logical, Select, Convert, Gather)):
+        if isinstance(expression, (Compare, Logical, Select, Convert, FloatTest, Gather)):
             return self._typed_value(expression, point)
         if isinstance(expression, Unary):
             operand = self._value(expression.operand, point)
@@ -328,7 +407,7 @@ class StatementEmitter:
                 return b.select(b.icmp_signed("<", operand, ir.Constant(operand.type, 0)), b.neg(operand), operand)
             operand = self._convert(operand, F32)
             if expression.op == "neg":
-                return b.fneg(operand, flags=self.flags)
+                return b.fneg(operand)  # a sign flip: no flag makes it faster
             if expression.op == "square":
                 return b.fmul(operand, operand, flags=self.flags)
             if expression.op == "rsqrt":
@@ -345,9 +424,11 @@ class StatementEmitter:
                 raise CodegenError(f"kernel {self.scop.name}: {expression.op!r} takes integer operands of one dtype, got {lhs.type} and {rhs.type}")
             lhs, rhs = self._convert(lhs, F32), self._convert(rhs, F32)
             if expression.op in ("max", "min", "maximum", "minimum"):
-                return b.call(self._intrinsic(_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=self.flags)
-            emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}[expression.op]
-            return emit(lhs, rhs, flags=self.flags)
+                flags = with_flags(self.flags, MAXIMUM_FLAGS) if expression.op in ("maximum", "minimum") else self.flags
+                return b.call(self._intrinsic(_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=flags)
+            emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv, "fmod": b.frem}[expression.op]
+            flags = with_flags(self.flags, REDUCTION_FLAGS) if expression is self._accumulation else self.flags
+            return emit(lhs, rhs, flags=flags)
         raise CodegenError(f"kernel {self.scop.name}: cannot generate code for expression {expression!r}")
 
     def _declare(self, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
@@ -412,6 +493,11 @@ class StatementEmitter:
 
 
 
+def _type_suffix(value_type: ir.Type) -> str:
+    """LLVM's intrinsic suffix of a float or float-vector type: ``f32``, ``v8f32``."""
+    return f"v{value_type.count}f32" if isinstance(value_type, ir.VectorType) else "f32"
+
+
 def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = []
     running = 1
@@ -421,4 +507,7 @@ def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-__all__ = ["I1", "I8", "I32", "I64", "F32", "MEMORY_TYPES", "VALUE_TYPES", "StatementEmitter"]
+__all__ = [
+    "I1", "I8", "I32", "I64", "F32", "MEMORY_TYPES", "VALUE_TYPES", "DEFAULT_FLAGS", "FAST_FLAGS", "MAXIMUM_FLAGS", "REDUCTION_FLAGS",
+    "StatementEmitter", "accumulation", "float_flags", "with_flags",
+]

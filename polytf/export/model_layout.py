@@ -222,7 +222,8 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
 
     Raises:
         CompileError: a node runs on the host (an exported model runs compiled kernels
-            only), an input or output has a dtype C cannot take, or a buffer is smaller than
+            only), a CheckNumerics node (whose error the entry point cannot report yet), an
+            input or output has a dtype C cannot take, or a buffer is smaller than
             its kernel's accesses need (a polytf bug).
         GraphError: a kernel reads a tensor nothing provides (a polytf bug).
     """
@@ -235,6 +236,12 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
         )
     constants = ModelConstants(graph, source)
     plan = plan_model(graph, steps, source, constants.packed)
+    checked = [node for step in plan.steps if isinstance(step, KernelPlan) for _, node, _ in step.numerics_checks]
+    if checked:
+        raise CompileError(
+            f"model {source}: CheckNumerics node(s) {', '.join(repr(n) for n in checked)} raise an error from polytf.load's models, "
+            "which an exported C entry point has no status for yet; export the model without them (remove tf.debugging.check_numerics)"
+        )
     for storage in plan.constants:
         constants.constant(storage)
 

@@ -21,13 +21,26 @@ model                    placeholder  input shape                output node  ou
 ``xception``             ``input``    ``[batch, 299, 299, 3]``   ``Identity`` ``[batch, 1000]``
 ``nasnet_mobile``        ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``unet``                 ``input``    ``[batch, 64, 64, 3]``     ``Identity`` ``[batch, 64, 64, 4]``
+``regnetx_200mf``        ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
+``convnext_tiny``        ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``gpt2_block``           ``input``    int32 ``[batch, 64]``      ``Identity`` ``[batch, 64, 128]``
 ``bert_encoder``         ``input``,   int32 ``[batch, 64]`` each ``Identity`` ``[batch, 64, 128]``
                          ``attention_mask``
+``temporal_conv_net``    ``input``    ``[batch, 128, 16]``       ``Identity`` ``[batch, 128, 8]``
+``lstm20``, ``gru20``    ``input``    ``[batch, 20, 32]``        ``Identity`` ``[batch, 64]``
+``lstm200``, ``gru200``  ``input``    ``[batch, 200, 32]``       ``Identity`` ``[batch, 64]``
+``bilstm20``             ``input``    ``[batch, 20, 32]``        ``Identity`` ``[batch, 128]``
 ======================== ============ ========================== ============ ==========================
 
 ``gpt2_block`` and ``bert_encoder`` take int32 token ids in ``[0, VOCABULARY_SIZE)``
 (:mod:`polytf.model_zoo.language_models`); ``attention_mask`` holds 1 (attend) or 0 (padding).
+
+``temporal_conv_net`` (causal padding) and ``temporal_conv_net_same`` (SAME padding) are the
+dilated TCN of :mod:`polytf.model_zoo.temporal_models`, with the same placeholder and output.
+
+``lstm20``, ``lstm200``, ``gru20``, ``gru200`` and ``bilstm20`` are the Keras recurrent layers of
+:mod:`polytf.model_zoo.recurrent_models` (64 units, 32 features): frozen with their while loops
+(``freeze_to_graphdef(..., lower_control_flow=False)`` keeps a functional ``While`` instead).
 
 ``matmul`` is the one model with two placeholders and no weights; its sizes are
 ``sizes=(M, K, N)`` (default 256 x 256 x 256), not ``batch``.
@@ -44,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from polytf.model_zoo.grouped_models import convnext_tiny, regnetx_200mf
 from polytf.model_zoo.keras_models import (
     cifar_cnn,
     conv3x3_bias_relu_56,
@@ -55,6 +69,8 @@ from polytf.model_zoo.keras_models import (
 )
 from polytf.model_zoo.language_models import bert_encoder, gpt2_block
 from polytf.model_zoo.modern_models import KERAS_APPLICATIONS, keras_application, mobilenet_v2, transformer_encoder
+from polytf.model_zoo.recurrent_models import RECURRENT_MODELS
+from polytf.model_zoo.temporal_models import temporal_conv_net
 from polytf.model_zoo.unet import unet
 
 __all__ = [
@@ -85,9 +101,14 @@ MODEL_NAMES = (
     "efficientnet_b0",
     "xception",
     "nasnet_mobile",
+    "regnetx_200mf",
+    "convnext_tiny",
     "unet",
     "gpt2_block",
     "bert_encoder",
+    "temporal_conv_net",
+    "temporal_conv_net_same",
+    *RECURRENT_MODELS,
 )
 #: Models whose sizes are given by ``sizes`` (a tuple of ints), not ``batch``.
 SIZED_MODELS = {"matmul": ("M", "K", "N")}
@@ -153,7 +174,7 @@ def _normalize_specs(tf: Any, input_specs: Any) -> list[Any]:
     return specs
 
 
-def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any) -> Any:
+def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any, lower_control_flow: bool = True) -> Any:
     """Trace ``model_or_function`` with static input shapes and freeze its variables to constants.
 
     Args:
@@ -162,9 +183,13 @@ def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any) 
             or any callable of TensorFlow tensors.
         input_specs: ``tf.TensorSpec`` objects or ``(name, shape[, dtype])`` tuples, one per
             input; the spec's name becomes the placeholder's name (default ``"input"``).
+        lower_control_flow: write while loops in TensorFlow's dataflow form (``Enter``/``Merge``/
+            ``Switch``/``Exit``, the default of ``convert_variables_to_constants_v2``); False keeps
+            functional ``While`` nodes and their functions in the GraphDef's library.
 
     Returns:
-        A ``tf.compat.v1.GraphDef`` without variables or function library; single outputs come
+        A ``tf.compat.v1.GraphDef`` without variables (nor function library, unless loops are kept
+        functional); single outputs come
         out of a node named ``"Identity"`` (more outputs: ``"Identity_1"``, ...).
     """
     tf = import_tensorflow()
@@ -179,7 +204,7 @@ def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any) 
         return target(inputs, training=False) if is_keras else target(*args)
 
     concrete = tf.function(call).get_concrete_function(*specs)
-    frozen = convert_variables_to_constants_v2(concrete)
+    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=lower_control_flow)
     return frozen.graph.as_graph_def()
 
 
@@ -199,6 +224,13 @@ def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple
         return transformer_encoder(b), ((INPUT_NAME, (b, 128, 256)),)
     if name == "unet":
         return unet(b), ((INPUT_NAME, (b, 64, 64, 3)),)
+    if name in ("regnetx_200mf", "convnext_tiny"):
+        return (regnetx_200mf if name == "regnetx_200mf" else convnext_tiny)(b), ((INPUT_NAME, (b, 224, 224, 3)),)
+    if name in ("temporal_conv_net", "temporal_conv_net_same"):
+        return temporal_conv_net(b, padding="same" if name.endswith("_same") else "causal"), ((INPUT_NAME, (b, 128, 16)),)
+    if name in RECURRENT_MODELS:
+        builder, steps = RECURRENT_MODELS[name]
+        return builder(steps=steps, batch=b), ((INPUT_NAME, (b, steps, 32)),)
     if name in ("gpt2_block", "bert_encoder"):
         fn = gpt2_block(b) if name == "gpt2_block" else bert_encoder(b)
         return fn, tuple(fn.input_specs)

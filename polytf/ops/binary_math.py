@@ -11,17 +11,24 @@ Semantics (float32):
 
 * ``Maximum``/``Minimum``: NaN if either operand is NaN (as TensorFlow; ``llvm.maximum``).
 * ``RealDiv``, ``Div``: ``x / y`` (IEEE: ``inf`` or NaN for ``y = 0``).
-* ``FloorDiv(x, y) = floor(x / y)``; ``FloorMod(x, y) = x - floor(x / y) * y``, the remainder
-  with the sign of ``y`` (TensorFlow computes it from ``fmod``; the two agree up to the
-  rounding of ``x / y``, a few ulp of ``|y|``).
-* ``Pow(x, y)``: when ``y`` is a compile-time constant with one value for every element,
-  an integer ``|y| <= 16`` becomes a multiplication chain by repeated squaring (``x ** 3 =
-  x * x * x``, exact for negative ``x``; a negative ``y`` takes the reciprocal), ``0.5`` a
-  ``sqrt`` and ``-0.5`` an ``rsqrt``; any other exponent is ``exp(y * log(x))``, which is
-  exact in meaning for ``x > 0`` and gives NaN for negative ``x`` (TensorFlow gives
-  ``±|x|^y`` for a negative base with an integer-valued run-time exponent: export such
-  exponents as constants).
-* ``ClipByValue(t, lo, hi) = min(max(t, lo), hi)``.
+* ``FloorDiv(x, y) = floor(x / y)``; ``FloorMod(x, y)``, the remainder with the sign of
+  ``y``, from C's exact ``fmod`` as TensorFlow (tensorflow/core/kernels/cwise_ops.h,
+  ``google_floor_fmod``): ``r = fmod(x, y)``; ``r + y`` when ``r != 0`` and the signs of
+  ``r`` and ``y`` differ, else ``r`` (``FloorMod(-7, inf) = inf``, NaN for ``y = 0``).
+* ``Pow(x, y)``: C's ``pow`` (TensorFlow's ``scalar_pow_op``), every special case
+  included: ``x ** 0 = 1`` and ``1 ** y = 1`` even for NaN, ``(-1) ** ±inf = 1``, a negative
+  finite base with a non-integer exponent is NaN and with an odd integer one is
+  ``-|x| ** y`` (``-0.0`` and ``-inf`` bases too). Computed as ``exp(y log|x|)`` with those
+  cases selected around it (a relative error of a few ``|y log|x||`` ulp). When ``y`` is a
+  compile-time constant with one value for every element, an integer ``|y| <= 16``
+  becomes a multiplication chain by repeated squaring (``x ** 3 = x * x * x``; a negative
+  ``y`` takes the reciprocal), ``0.5`` a ``sqrt`` and ``-0.5`` an ``rsqrt``, as Grappler's
+  arithmetic optimizer rewrites them (``ConvertPowStage``: so ``Pow(-inf, 0.5)`` is NaN
+  there, where ``pow`` gives ``inf``).
+* ``ClipByValue(t, lo, hi) = max(min(t, hi), lo)`` with ``std::min``/``std::max``
+  (tensorflow/core/kernels/cwise_op_clip.cc, Eigen's ``cwiseMin``/``cwiseMax``):
+  ``r = hi < t ? hi : t``, then ``r < lo ? lo : r``; NaN where ``t`` is NaN, a NaN bound
+  ignored.
 
 Integer compile-time constants (shape arithmetic) fold through the references with
 TensorFlow's integer semantics: ``Div`` truncates toward zero, ``FloorDiv`` floors,
@@ -34,13 +41,15 @@ fuses with its producer), inputs indexed by
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, broadcast_shapes, infer_binary, pointwise
-from polytf.poly.expression import Binary, Constant, Expr, Load, Unary, truncate_divide
+from polytf.poly.expression import Binary, Compare, Constant, Expr, FloatTest, Load, Logical, Select, Unary, truncate_divide
 
 #: The largest integer exponent written as a multiplication chain.
 MAX_CHAIN_EXPONENT = 16
@@ -104,7 +113,48 @@ def power(x: Expr, y: Expr, constant_exponent: float | None) -> Expr:
         if e == -0.5:
             return Unary("rsqrt", x)
         y = Constant(e)
-    return Unary("exp", Binary("mul", y, Unary("log", x)))
+    return general_power(x, y)
+
+
+def general_power(x: Expr, y: Expr) -> Expr:
+    """C's ``pow(x, y)`` on float32 (ISO C 7.12.7.4 and Annex F.9.4.4; TensorFlow's
+    ``Pow``): ``exp(y log|x|)``, negated for a negative base (``-0.0`` and ``-inf``
+    included: ``1 / -0.0 < 0``) and an odd integer ``y``, NaN for a finite base below 0
+    and a non-integer ``y``, 1 for ``y = 0``, ``x = 1`` and ``x = -1, y = ±inf`` (``±inf``
+    count as even integers). The tests on ``y`` are decided here for a constant ``y``."""
+    zero, one = Constant(0.0), Constant(1.0)
+    magnitude = Unary("exp", Binary("mul", y, Unary("log", Unary("abs", x))))
+    sign_negative = Logical("or", Compare("less", x, zero), Compare("less", Binary("div", one, x), zero))
+    below_zero = Logical("and", Compare("less", x, zero), FloatTest("finite", x))
+    if isinstance(y, Constant):
+        e = float(y.value)
+        if e == 0:
+            return one
+        integral = e == math.floor(e) if math.isfinite(e) else math.isinf(e)
+        if integral and math.isfinite(e) and e % 2 == 1:
+            value = Select(sign_negative, Unary("neg", magnitude), magnitude)
+        elif not integral:
+            value = Select(below_zero, Constant(float("nan")), magnitude)
+        else:
+            value = magnitude
+        unit = Compare("equal", Unary("abs", x) if math.isinf(e) else x, one)
+        return Select(unit, one, value)
+    integral = Compare("equal", Unary("floor", y), y)
+    odd = Logical("and", integral, Compare("not_equal", Binary("mul", Unary("floor", Binary("mul", y, Constant(0.5))), Constant(2.0)), y))
+    value = Select(Logical("and", odd, sign_negative), Unary("neg", magnitude), magnitude)
+    value = Select(Logical("and", below_zero, Logical("not", integral)), Constant(float("nan")), value)
+    unit = Logical("or", Compare("equal", y, zero), Compare("equal", x, one))
+    unit = Logical("or", unit, Logical("and", Compare("equal", Unary("abs", x), one), FloatTest("inf", y)))
+    return Select(unit, one, value)
+
+
+def floor_modulo(x: Expr, y: Expr) -> Expr:
+    """TensorFlow's float ``FloorMod``: ``r = fmod(x, y)``, moved by ``y`` when it is not 0
+    and its sign differs from ``y``'s (module docstring)."""
+    zero = Constant(0.0)
+    remainder = Binary("fmod", x, y)
+    moves = Logical("and", Compare("not_equal", remainder, zero), Compare("not_equal", Compare("less", y, zero), Compare("less", remainder, zero)))
+    return Select(moves, Binary("add", remainder, y), remainder)
 
 
 def _uniform_constant(node, context, index: int) -> float | None:
@@ -135,7 +185,7 @@ def lower(node, inputs, outputs, context):
     elif node.op == "FloorDiv":
         value = Unary("floor", Binary("div", x, y))
     elif node.op == "FloorMod":
-        value = Binary("sub", x, Binary("mul", Unary("floor", Binary("div", x, y)), y))
+        value = floor_modulo(x, y)
     else:
         value = power(x, y, _uniform_constant(node, context, 1))
     return pointwise(node, c, value, context)
@@ -186,20 +236,21 @@ def infer_clip(node, input_types, input_constants):
 
 
 def reference_clip(node, inputs):
+    """``r = hi < t ? hi : t``; ``r < lo ? lo : r`` (module docstring)."""
     t, low, high = (np.asarray(v) for v in inputs)
-    return (np.asarray(np.minimum(np.maximum(t, low), high), dtype=t.dtype),)
+    with np.errstate(invalid="ignore"):
+        upper = np.where(high < t, high, t)
+        return (np.asarray(np.where(upper < low, low, upper), dtype=t.dtype),)
 
 
 def lower_clip(node, inputs, outputs, context):
-    """``S[d...]: Y[d...] = minimum(maximum(T[d...], LO[bcast(d)]), HI[bcast(d)])``."""
+    """``S[d...]: Y[d...] = select(R < LO[bcast(d)], LO[bcast(d)], R)`` with
+    ``R = select(HI[bcast(d)] < T[d...], HI[bcast(d)], T[d...])``."""
     t, low, high = inputs
     (y,) = outputs
-    value = Binary(
-        "minimum",
-        Binary("maximum", Load(broadcast_access(t.name, t.shape, y.shape)), Load(broadcast_access(low.name, low.shape, y.shape))),
-        Load(broadcast_access(high.name, high.shape, y.shape)),
-    )
-    return pointwise(node, y, value, context)
+    t, low, high = (Load(broadcast_access(a.name, a.shape, y.shape)) for a in (t, low, high))
+    upper = Select(Compare("less", high, t), high, t)
+    return pointwise(node, y, Select(Compare("less", upper, low), low, upper), context)
 
 
 #: ``Maximum`` and ``Minimum`` do not depend on the order of their inputs.

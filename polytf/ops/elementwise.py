@@ -10,7 +10,8 @@ Sources: TensorFlow op definitions ``AddV2``, ``Add``, ``Sub``, ``Mul``,
 * ``SquaredDifference(x, y) = (x - y) * (x - y)``.
 * ``BiasAdd(value, bias)``: ``value`` of rank >= 2, ``bias`` of rank 1 with the size of
   ``value``'s last dimension (data_format ``NHWC``; ``NCHW`` is not supported).
-* ``Relu(x) = max(x, 0)``.
+* ``Relu(x) = max(x, 0)``, NaN for NaN (``maximum``: TensorFlow's ``cwiseMax`` propagates
+  NaN, tensorflow/core/kernels/relu_op_functor.h).
 
 Lowering: one statement over the output shape, iterators ``d0..d{R-1}``; an input of
 lower rank skips the leading iterators, and a size-1 input dimension that is
@@ -198,11 +199,11 @@ def reference_relu(node, inputs):
 
 
 def lower_relu(node, inputs, outputs, context):
-    """``S[d...]: Y[d...] = max(X[d...], 0)``."""
+    """``S[d...]: Y[d...] = maximum(X[d...], 0)``."""
     (x,) = inputs
     (y,) = outputs
     out, iterators = _output_access(y)
-    value = Binary("max", Load(Access.of(x.name, *iterators)), Constant(0.0))
+    value = Binary("maximum", Load(Access.of(x.name, *iterators)), Constant(0.0))
     return [Statement(context.statement_name(), iterators, y.shape, out, value, node=node.name, op=node.op)]
 
 

@@ -154,8 +154,8 @@ def reference_one_hot(node, inputs):
 #
 # This is TensorFlow's CPU kernel's rule (module docstring): the first position of the
 # largest value; NaN never wins; where no value is above ``lowest`` the result is 0 (every
-# ``v`` is ``lowest`` then). Replacing NaN before the ``Max`` also keeps the reduction free of
-# NaN, whose order under fast-math ``maxnum`` is not defined; ``m`` is one of the values of
+# ``v`` is ``lowest`` then). Replacing NaN before the ``Max`` also keeps NaN out of the
+# reduction (which propagates it, as TensorFlow's ``Max``); ``m`` is one of the values of
 # ``v``, so some position always matches.
 #
 # ``OneHot(indices, depth, on, off, axis)``, for ``indices: [I...]`` of rank ``R`` and the new

@@ -9,13 +9,19 @@ window geometry as in tensorflow/core/framework/kernel_shape_util.cc:
   as for Conv2D); ``data_format`` must be ``"NHWC"``;
 * ``out[n, oh, ow, c] = max_{kh, kw} in[n, oh*sh + kh - pad_top, ow*sw + kw - pad_left, c]``
   where padded cells are ignored (TensorFlow's SAME max pooling never returns a pad value).
+  NaN cells are ignored too, and the maximum starts from the lowest float, ``-FLT_MAX``:
+  a window of NaN and ``-inf`` only gives ``-FLT_MAX``, as TensorFlow's CPU kernel (oneDNN's
+  pooling, which starts from ``numeric_limits<float>::lowest()`` and takes a cell only
+  when it is larger; checked against TensorFlow 2.21 in ``tests/e2e/test_float_semantics.py``).
 
 * AvgPool: ``out[n, oh, ow, c] = sum_{kh, kw} in[...] / count`` where the sum and
   ``count`` run over the window cells inside the input only (TensorFlow's SAME average
   pooling divides by the number of valid cells, tensorflow/core/kernels/avgpooling_op.cc).
 
-MaxPool lowering: ``out = -inf``, then ``out = max(out, in[...])`` over the window, the
-padding expressed as domain constraints.
+MaxPool lowering: ``out = -FLT_MAX``, then ``out = in[...] > out ? in[...] : out`` over the
+window (a NaN cell is never larger: one ``maxss``/``maxps`` on x86, where ``llvm.maxnum``
+without fast-math flags takes three instructions), the padding expressed as domain
+constraints.
 
 AvgPool lowering, with a kernel-local sum ``T`` (full output shape) and, when some
 window reaches into the padding, a count ``K`` of shape ``[N, OH, OW]``:
@@ -35,7 +41,7 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_string
 from polytf.ops.conv import PADDINGS, check_nhwc, nhwc_4tuple, window
 from polytf.ops.definition import REDUCTION, Arity, OpDefinition
-from polytf.poly.expression import Access, Binary, Constant, Load
+from polytf.poly.expression import Access, Binary, Compare, Constant, Load, Select
 from polytf.poly.statement import Statement
 
 
@@ -62,36 +68,42 @@ def infer(node, input_types, input_constants):
     return (TensorType((x.shape[0], height.output, width.output, x.shape[3]), x.dtype),)
 
 
+#: Where a window maximum starts: the lowest float32 (``numeric_limits<float>::lowest()``).
+LOWEST = float(np.finfo(np.float32).min)
+
+
 def reference(node, inputs):
+    """Window maxima from ``-FLT_MAX``, a cell taken when it is larger (NaN and padded cells never are)."""
     x = np.asarray(inputs[0], dtype=np.float32)
     hh, ww = geometry(node, TensorType(x.shape))
-    padded = np.pad(x, ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0)), constant_values=-np.inf)
-    out = np.full((x.shape[0], hh.output, ww.output, x.shape[3]), -np.inf, dtype=np.float32)
+    padded = np.pad(x, ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0)), constant_values=np.nan)
+    out = np.full((x.shape[0], hh.output, ww.output, x.shape[3]), LOWEST, dtype=np.float32)
     for kh in range(hh.kernel):
         for kw in range(ww.kernel):
             rows = slice(kh, kh + (hh.output - 1) * hh.stride + 1, hh.stride)
             cols = slice(kw, kw + (ww.output - 1) * ww.stride + 1, ww.stride)
-            out = np.maximum(out, padded[:, rows, cols, :])
+            cells = padded[:, rows, cols, :]
+            with np.errstate(invalid="ignore"):
+                out = np.where(cells > out, cells, out)
     return (out,)
 
 
 def lower(node, inputs, outputs, context):
-    """``S_init[d0..d3]: O[d] = -inf``;
-    ``S_update[d0, d1, d2, d3, r0, r1]: O[d] = max(O[d], I[d0, sh*d1 + r0 - pt, sw*d2 + r1 - pl, d3])``."""
+    """``S_init[d0..d3]: O[d] = -FLT_MAX``;
+    ``S_update[d0, d1, d2, d3, r0, r1]: O[d] = select(I[..] > O[d], I[..], O[d])`` with
+    ``I[..] = I[d0, sh*d1 + r0 - pt, sw*d2 + r1 - pl, d3]``."""
     (x,) = inputs
     (y,) = outputs
     height, width = geometry(node, x.type)
     out = Access.of(y.name, "d0", "d1", "d2", "d3")
-    init = Statement(
-        context.statement_name(), ("d0", "d1", "d2", "d3"), y.shape, out, Constant(float("-inf")), node=node.name, op=node.op
-    )
+    init = Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), y.shape, out, Constant(LOWEST), node=node.name, op=node.op)
     x_access = Access.of(x.name, "d0", height.input_index("d1", "r0"), width.input_index("d2", "r1"), "d3")
     update = Statement(
         context.statement_name(),
         ("d0", "d1", "d2", "d3", "r0", "r1"),
         y.shape + (height.kernel, width.kernel),
         out,
-        Binary("max", Load(out), Load(x_access)),
+        Select(Compare("greater", Load(x_access), Load(out)), Load(x_access), Load(out)),
         constraints=height.constraints("d1", "r0") + width.constraints("d2", "r1"),
         node=node.name,
         op=node.op,

@@ -10,6 +10,9 @@ and their kernels (tensorflow/core/kernels/reduction_ops_common.h):
 * attr ``keep_dims`` (default False): reduced axes stay as size 1, else they are removed;
 * ``Sum`` of no elements is 0, ``Prod`` 1, ``Max`` is ``-inf``, ``Min`` ``+inf``, ``Mean``
   is NaN; integer ``Mean`` (compile-time constants only) divides with truncation toward zero;
+* float ``Max``/``Min`` are NaN where a reduced element is NaN (Eigen's ``MaxReducer`` with
+  ``PropagateNaN``: the ``maximum``/``minimum`` of :mod:`polytf.poly.expression`); ``Sum``
+  and ``Mean`` are NaN where ``+inf`` meets ``-inf``;
 * ``All`` and ``Any`` reduce bool tensors (logical and / or; of no elements True / False).
 
 Lowering, with ``d*`` iterators over the output and ``r0..`` over the reduced axes (in
@@ -17,7 +20,7 @@ input order); the input is read at ``X[...]`` with ``r_j`` at reduced axis ``j``
 matching output iterator elsewhere:
 
 * ``Sum``: ``Y[d] = 0``; ``Y[d] = Y[d] + X[d, r]``
-* ``Max``: ``Y[d] = -inf``; ``Y[d] = max(Y[d], X[d, r])``; ``Min`` likewise with ``+inf``, ``min``
+* ``Max``: ``Y[d] = -inf``; ``Y[d] = maximum(Y[d], X[d, r])``; ``Min`` likewise with ``+inf``, ``minimum``
   (integer tensors start from the dtype's lowest / highest value instead)
 * ``Prod``: ``Y[d] = 1``; ``Y[d] = Y[d] * X[d, r]``
 * ``All``: ``Y[d] = true``; ``Y[d] = Y[d] and X[d, r]``; ``Any`` likewise with ``false``, ``or``
@@ -181,7 +184,7 @@ def lower(node, inputs, outputs, context):
     full_iterators = output_iterators + reduction_iterators
     full_extents = y.shape + tuple(x.shape[a] for a in axes)
     if node.op in ("Max", "Min"):
-        initial, combine = (float("-inf"), "max") if node.op == "Max" else (float("inf"), "min")
+        initial, combine = (float("-inf"), "maximum") if node.op == "Max" else (float("inf"), "minimum")
         start = Constant(initial)
         if y.type.dtype in ("int32", "int64"):  # no infinities: the dtype's extremes
             limits = np.iinfo(y.type.dtype)

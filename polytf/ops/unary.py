@@ -10,17 +10,22 @@ tensorflow/core/ops/nn_ops.cc: ``Relu6``, ``LeakyRelu``, ``Elu``, ``Selu``, ``So
 ``Softsign``) and their Eigen functors (tensorflow/core/kernels/relu_op_functor.h,
 softplus_op.h). Each maps ``x: [D0, ..., Dn-1] -> y`` of the same shape and dtype:
 
-* ``Relu6(x) = min(max(x, 0), 6)``; ``LeakyRelu(x) = x > 0 ? x : alpha x`` (attr
-  ``alpha``, default 0.2), as ``max(x, alpha x)`` (``min`` for ``alpha > 1``)
-* ``Neg(x) = -x``, ``Square(x) = x * x``, ``Abs``, ``Sign`` (+0 for zeros)
-* ``Sqrt(x)``, ``Rsqrt(x) = 1 / sqrt(x)`` (NaN for ``x < 0``, ``inf`` at 0)
+* ``Relu6(x) = min(max(x, 0), 6)`` (``maximum``/``minimum``: NaN stays NaN);
+  ``LeakyRelu(x) = x > 0 ? x : alpha x`` (attr ``alpha``, default 0.2), a selection as in
+  TensorFlow's functor, which also holds for ``alpha`` above 1 or below 0
+* ``Neg(x) = -x``, ``Square(x) = x * x``, ``Abs``, ``Sign`` (+0 for zeros, NaN for NaN)
+* ``Sqrt(x)``, ``Rsqrt(x) = 1 / sqrt(x)`` (NaN for ``x < 0``, ``±inf`` at ``±0``)
 * ``Exp``, ``Tanh``, ``Sigmoid(x) = 1 / (1 + exp(-x))``, ``Erf``, ``Erfc(x) = 1 - erf(x)``
 * ``Log`` (``-inf`` at 0, NaN below), ``Log1p(x) = log(1 + x)``
 * ``Floor``, ``Ceil``, ``Round`` (half to even, as TensorFlow), ``Reciprocal(x) = Inv(x) = 1 / x``
-* ``Elu(x) = x > 0 ? x : expm1(x)``, written ``max(x, 0) + min(expm1(x), 0)``;
-  ``Selu(x) = scale * (x > 0 ? x : alpha expm1(x))`` with TensorFlow's constants
+* ``Elu(x) = x < 0 ? expm1(x) : x``; ``Selu(x) = x < 0 ? scale alpha expm1(x) : scale x``
+  with TensorFlow's constants (selections, as its functors: ``-0.0`` and NaN pass through)
 * ``Softplus(x) = log(1 + exp(x))``, in the stable form ``max(x, 0) + log1p(exp(-|x|))``
-* ``Softsign(x) = x / (1 + |x|)``
+* ``Softsign(x) = x / (1 + |x|)`` (NaN at ``±inf``, as TensorFlow)
+
+NaN and ±inf follow TensorFlow's CPU kernels (tensorflow/core/kernels/relu_op_functor.h:
+``Relu6``'s ``cwiseMax``/``cwiseMin`` propagate NaN; ``Elu``, ``Selu`` and ``LeakyRelu`` are
+``select``s), as ``tests/e2e/test_float_semantics.py`` checks against TensorFlow itself.
 
 The numpy references compute in float64 and round to float32 (the correctly rounded
 result, which TensorFlow's Eigen kernels match to a few ulp). ``Neg``, ``Square``, ``Abs``
@@ -45,25 +50,34 @@ from polytf.errors import ShapeError
 from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.elementwise import broadcast_access, pointwise
 from polytf.ops.traits import Algebra, Operation
-from polytf.poly.expression import BINARY_OPS, UNARY_OPS, Access, Binary, Constant, Expr, Load, Unary
+from polytf.poly.expression import (
+    BINARY_OPS,
+    COMPARE_OPS,
+    UNARY_OPS,
+    Access,
+    Binary,
+    Compare,
+    Constant,
+    Expr,
+    Load,
+    Select,
+    Unary,
+)
 
 
 def _relu6(x: Expr, node) -> Expr:
-    return Binary("min", Binary("max", x, Constant(0.0)), Constant(6.0))
+    return Binary("minimum", Binary("maximum", x, Constant(0.0)), Constant(6.0))
 
 
 def _leaky_relu(x: Expr, node) -> Expr:
+    """``x > 0 ? x : alpha x`` (tensorflow/core/kernels/relu_op_functor.h, ``LeakyRelu``)."""
     alpha = float(node.attr("alpha", 0.2))
-    return Binary("max" if alpha <= 1.0 else "min", x, Binary("mul", Constant(alpha), x))
-
-
-def _negative_part(x: Expr) -> Expr:
-    """``min(expm1(x), 0)``: ``expm1(x)`` for ``x <= 0``, 0 above."""
-    return Binary("min", Unary("expm1", x), Constant(0.0))
+    return Select(Compare("greater", x, Constant(0.0)), x, Binary("mul", Constant(alpha), x))
 
 
 def _elu(x: Expr, node) -> Expr:
-    return Binary("add", Binary("max", x, Constant(0.0)), _negative_part(x))
+    """``x < 0 ? expm1(x) : x`` (relu_op_functor.h, ``Elu``: ``exp(x) - 1``)."""
+    return Select(Compare("less", x, Constant(0.0)), Unary("expm1", x), x)
 
 
 #: Selu's constants (tensorflow/core/kernels/relu_op_functor.h; Klambauer et al., NeurIPS 2017).
@@ -72,13 +86,14 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _selu(x: Expr, node) -> Expr:
-    positive = Binary("max", x, Constant(0.0))
-    return Binary("mul", Constant(SELU_SCALE), Binary("add", positive, Binary("mul", Constant(SELU_ALPHA), _negative_part(x))))
+    """``x < 0 ? scale alpha expm1(x) : scale x`` (relu_op_functor.h, ``Selu``)."""
+    negative = Binary("mul", Constant(SELU_SCALE * SELU_ALPHA), Unary("expm1", x))
+    return Select(Compare("less", x, Constant(0.0)), negative, Binary("mul", Constant(SELU_SCALE), x))
 
 
 def _softplus(x: Expr, node) -> Expr:
     tail = Unary("log1p", Unary("exp", Unary("neg", Unary("abs", x))))
-    return Binary("add", Binary("max", x, Constant(0.0)), tail)
+    return Binary("add", Binary("maximum", x, Constant(0.0)), tail)
 
 
 def _softsign(x: Expr, node) -> Expr:
@@ -145,6 +160,10 @@ def _numpy_value(expression: Expr, x: np.ndarray) -> np.ndarray:
         return UNARY_OPS[expression.op](_numpy_value(expression.operand, x))
     if isinstance(expression, Binary):
         return BINARY_OPS[expression.op](_numpy_value(expression.lhs, x), _numpy_value(expression.rhs, x))
+    if isinstance(expression, Compare):
+        return COMPARE_OPS[expression.op](_numpy_value(expression.lhs, x), _numpy_value(expression.rhs, x))
+    if isinstance(expression, Select):
+        return np.where(_numpy_value(expression.condition, x), _numpy_value(expression.then, x), _numpy_value(expression.otherwise, x))
     raise TypeError(f"unexpected expression {expression!r}")
 
 

@@ -25,6 +25,7 @@ from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.passes.fusion import resolve_view
 from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, PRIVATE, HostPlan, KernelPlan, SlotBinding
 from polytf.poly.access_bounds import run_time_index_checks
+from polytf.poly.numerics_checks import run_time_numerics_checks
 
 __all__ = ["ModelPlan", "output_key", "plan_model"]
 
@@ -150,7 +151,7 @@ def plan_model(
             if binding is None:
                 raise GraphError(f"kernel {kernel.scop.name} reads '{storage}', which no kernel, placeholder or constant provides")
             bindings.append(binding)
-        plans.append(KernelPlan(kernel, tuple(bindings), run_time_index_checks(lowered.scop)))
+        plans.append(KernelPlan(kernel, tuple(bindings), run_time_index_checks(lowered.scop), run_time_numerics_checks(lowered.scop)))
     outputs = tuple((output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs)
     for _, storage, _ in outputs:
         if storage not in produced and storage not in placeholders:

@@ -41,6 +41,8 @@ class KernelPlan:
     bindings: tuple[SlotBinding, ...]
     #: ``(index array, table extent, node)`` of each run-time gather: checked before the kernel runs
     index_checks: tuple[tuple[str, int, str], ...] = ()
+    #: ``(status array, node, message)`` of each CheckNumerics node: read after the kernel ran
+    numerics_checks: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

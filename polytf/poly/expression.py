@@ -158,18 +158,35 @@ def truncate_divide(x, y):
     return np.where((np.asarray(x) < 0) != (np.asarray(y) < 0), -quotient, quotient)
 
 
-#: Binary operators and their numpy meaning. ``truncdiv``, ``floordiv`` and ``floormod``
-#: take integer operands only (TensorFlow's integer ``Div``, ``FloorDiv``, ``FloorMod``;
+#: Binary operators and their numpy meaning. ``fmod`` is C's ``fmod`` on float32 (the
+#: exact remainder of the division truncated toward zero: ``frem``). ``truncdiv``,
+#: ``floordiv`` and ``floormod`` take integer operands only (TensorFlow's integer ``Div``, ``FloorDiv``, ``FloorMod``;
 #: lowerings emit them with a compile-time divisor without zeros).
+#:
+#: Float semantics are TensorFlow's CPU kernels' (checked against TensorFlow 2.21 on
+#: NaN, ±inf and -0.0 by ``tests/e2e/test_float_semantics.py``): arithmetic is IEEE 754
+#: (``inf - inf`` and ``0 * inf`` are NaN, ``x / 0`` is ±inf or NaN). There are two kinds
+#: of max and min:
+#:
+#: * ``maximum``/``minimum`` return NaN when either operand is NaN (``np.maximum``,
+#:   ``llvm.maximum``): TensorFlow's ``Maximum``, ``Minimum``, ``ClipByValue``, ``Relu``,
+#:   ``Relu6`` and the ``Max``/``Min`` reductions (Eigen's ``scalar_max_op`` with
+#:   ``PropagateNaN``). Which zero ``maximum(-0.0, +0.0)`` returns is not defined:
+#:   TensorFlow's own scalar and vectorised paths disagree on it.
+#: * ``max``/``min`` ignore a NaN operand (NaN only when both are; ``np.fmax``,
+#:   ``llvm.maxnum``, which LLVM vectorises as a reduction): Softmax's row maximum, whose
+#:   NaN reaches the row through ``exp`` anyway. (``MaxPool`` skips NaN too, as TensorFlow's
+#:   kernel, with a selection: ``x > m ? x : m``.)
 BINARY_OPS = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
     "div": np.divide,
-    "max": np.fmax,  # NaN only when both are NaN (llvm.maxnum), as Relu's max(x, 0)
+    "max": np.fmax,  # a NaN operand ignored (llvm.maxnum): Softmax's row maximum
     "min": np.fmin,
-    "maximum": np.maximum,  # NaN when either is NaN, as TensorFlow's Maximum (llvm.maximum)
+    "maximum": np.maximum,  # NaN when either is NaN, as TensorFlow's Maximum and Relu (llvm.maximum)
     "minimum": np.minimum,
+    "fmod": np.fmod,
     "truncdiv": truncate_divide,
     "floordiv": np.floor_divide,
     "floormod": np.mod,
@@ -289,6 +306,36 @@ class Logical(Expr):
         return f"{self.op}({', '.join(map(str, self.children()))})"
 
 
+#: Float classifications and their numpy meaning (TensorFlow's ``IsNan``, ``IsInf``, ``IsFinite``).
+FLOAT_TESTS = {"nan": np.isnan, "inf": np.isinf, "finite": np.isfinite}
+
+
+@dataclass(frozen=True)
+class FloatTest(_OneOperand):
+    """``test(operand)`` -> bool for a float32 operand, ``test`` in :data:`FLOAT_TESTS`:
+    ``nan`` (NaN), ``inf`` (+inf or -inf), ``finite`` (neither).
+
+    The tests of a ``CheckNumerics`` node (:mod:`polytf.ops.float_checks`) carry the node
+    and its message, for the runtime's error (not part of the computation, as
+    :attr:`Gather.node`): they compute the status array the runtime reads after the kernel
+    (:func:`polytf.poly.numerics_checks.run_time_numerics_checks`).
+    """
+
+    test: str
+    operand: Expr
+    #: the CheckNumerics node whose status this test computes ("" for IsNan, IsInf, IsFinite)
+    node: str = field(default="", compare=False)
+    #: that node's ``message`` attribute
+    message: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.test not in FLOAT_TESTS:
+            raise ValueError(f"unknown float test {self.test!r}; known: {', '.join(FLOAT_TESTS)}")
+
+    def __str__(self) -> str:
+        return f"is{self.test}({self.operand})"
+
+
 @dataclass(frozen=True)
 class Select(Expr):
     """``condition ? then : otherwise`` with a bool condition (TensorFlow ``SelectV2``)."""
@@ -401,6 +448,8 @@ def evaluate(expr: Expr, load: callable):
         return np.bool_(LOGICAL_OPS[expr.op](*operands))
     if isinstance(expr, Select):
         return evaluate(expr.then, load) if evaluate(expr.condition, load) else evaluate(expr.otherwise, load)
+    if isinstance(expr, FloatTest):
+        return np.bool_(FLOAT_TESTS[expr.test](np.float32(evaluate(expr.operand, load))))
     if isinstance(expr, Convert):
         value = evaluate(expr.operand, load)
         if expr.dtype == "bool":

@@ -55,6 +55,8 @@ class ExecutionContext(abc.ABC):
         self._per_call: list[list[tuple[int, SlotBinding]]] = []
         #: id(table) -> (slot, extent, node) of each run-time index it checks before the kernel runs
         self._index_checks: dict[int, list[tuple[int, int, str]]] = {}
+        #: id(table) -> (status slot, node, message) of each CheckNumerics status read after it ran
+        self._numerics_checks: dict[int, list[tuple[int, str, str]]] = {}
         self._inputs: Mapping[str, Any] = {}
         self._outputs: Mapping[str, Any] = {}
         for plan in plans:
@@ -73,6 +75,8 @@ class ExecutionContext(abc.ABC):
             self._allocate_private(table, plan)
             if plan.index_checks:
                 self._index_checks[id(table)] = [(table.slot(array), extent, node) for array, extent, node in plan.index_checks]
+            if plan.numerics_checks:
+                self._numerics_checks[id(table)] = [(table.slot(array), node, message) for array, node, message in plan.numerics_checks]
             self.tables.append(table)
             self._per_call.append(per_call)
             self.steps.append(table)
@@ -109,6 +113,11 @@ class ExecutionContext(abc.ABC):
         """``(slot, extent, node)`` of each run-time index ``table``'s kernel reads (a gather's
         indices), checked before it runs (:func:`polytf.runtime.index_checks.check_indices`)."""
         return self._index_checks.get(id(table), [])
+
+    def numerics_checks(self, table: Any) -> list[tuple[int, str, str]]:
+        """``(status slot, node, message)`` of each CheckNumerics node of ``table``'s kernel,
+        read after it ran (:func:`polytf.runtime.numerics_checks.check_numerics`)."""
+        return self._numerics_checks.get(id(table), [])
 
     def buffer(self, binding: SlotBinding) -> Any:
         """The buffer a binding names in this context and the call bound to it."""

@@ -2,7 +2,8 @@
 host memory, and the argument table of each kernel (:mod:`polytf.runtime.execution_context`).
 
 Host steps (:mod:`polytf.lowering.host_fallback`) run between the kernels on the same
-buffers; a run-time gather's indices are checked before its kernel runs.
+buffers; a run-time gather's indices are checked before its kernel runs, a CheckNumerics
+node's status after it ran.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from polytf.plan.buffers import aligned_empty
 from polytf.runtime.cpu.argument_table import ArgumentTable
 from polytf.runtime.execution_context import ExecutionContext
 from polytf.runtime.index_checks import check_indices
+from polytf.runtime.numerics_checks import check_numerics
 from polytf.runtime.timing import call_latencies
 
 __all__ = ["CpuExecutionContext"]
@@ -63,6 +65,8 @@ class CpuExecutionContext(ExecutionContext):
                 for slot, extent, node in self.index_checks(step):
                     check_indices(step.array(slot), extent, node)
                 step.run(threads)
+                for slot, node, message in self.numerics_checks(step):
+                    check_numerics(step.array(slot), node, message)
             if clock is not None:
                 clock.append(time.perf_counter())
 

@@ -12,7 +12,8 @@ Host steps (:mod:`polytf.lowering.host_fallback`) run between the kernels on the
 their inputs are downloaded (a placeholder given as a host array, or a constant, is read
 from its host copy instead), their results uploaded into the device buffers the next
 kernels read. A run-time gather's indices are downloaded and checked before its kernel is
-launched (:func:`~polytf.runtime.index_checks.check_indices`). Both wait for the
+launched (:func:`~polytf.runtime.index_checks.check_indices`), a CheckNumerics node's
+status after it (:func:`~polytf.runtime.numerics_checks.check_numerics`). They wait for the
 device, so a model without them is the one that never waits between kernels.
 
 Contexts may be used by calls on different streams one after the other: each call leaves
@@ -32,6 +33,7 @@ from polytf.runtime.cuda.argument_table import CudaArgumentTable
 from polytf.runtime.cuda.backend import DeviceBackend
 from polytf.runtime.execution_context import ExecutionContext
 from polytf.runtime.index_checks import check_indices
+from polytf.runtime.numerics_checks import check_numerics
 
 __all__ = ["CudaExecutionContext"]
 
@@ -100,6 +102,8 @@ class CudaExecutionContext(ExecutionContext):
             for slot, extent, node in self.index_checks(step):
                 check_indices(self.backend.download(step.array(slot)), extent, node)
             step.launch()
+            for slot, node, message in self.numerics_checks(step):
+                check_numerics(self.backend.download(step.array(slot)), node, message)
 
     def _host_value(self, binding: SlotBinding) -> np.ndarray:
         if binding.kind == CONSTANT:

@@ -54,7 +54,7 @@ def test_bias_add_and_relu(rand, run_op):
     np.testing.assert_array_equal(expected, np.maximum(x, 0))
     assert (expected == 0).any() and (expected > 0).any()
     np.testing.assert_allclose(got, expected, rtol=1e-5)
-    assert str(statement.value) == "max(X0[d0, d1, d2], 0.0)"
+    assert str(statement.value) == "maximum(X0[d0, d1, d2], 0.0)"
 
 
 def test_bias_add_rejects_nchw_and_mismatch():

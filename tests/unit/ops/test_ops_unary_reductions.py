@@ -67,7 +67,7 @@ def test_relu6_clamps_both_sides(run_op):
     (expected,), (got,), (statement,) = run_op(Node("r", "Relu6", ("x:0",)), [x])
     np.testing.assert_array_equal(expected, [0.0, 0.0, 2.5, 6.0, 6.0])
     np.testing.assert_array_equal(got, expected)
-    assert str(statement.value) == "min(max(X0[d0], 0.0), 6.0)"
+    assert str(statement.value) == "minimum(maximum(X0[d0], 0.0), 6.0)"
 
 
 def test_unary_extremes_in_reference(run_op):

@@ -37,7 +37,8 @@ def test_full_tiles_use_vector_fma_and_no_fallback_check():
     assert "<8 x float>" in text
     assert "accumulator" in text  # register slots, promoted by SROA
     optimised = str(TARGET.optimise(text, kernel.scop.name))
-    assert "fmul fast <8 x float>" in optimised or "llvm.fma.v8f32" in optimised or "fmuladd.v8f32" in optimised
+    assert "fmul contract <8 x float>" in optimised or "llvm.fma.v8f32" in optimised or "fmuladd.v8f32" in optimised
+    assert "vfmadd" in TARGET.assembly(kernel.scop, recipe)  # contract: fused multiply-add, without the other fast-math flags
     assert _verify(kernel, recipe) is None
 
 
