@@ -9,7 +9,10 @@ of ``TUNED_MODELS`` are then tuned for ``--tune-seconds`` (a time budget per mod
 no fallback) and checked against TensorFlow again with their tuned kernels. Also: a SavedModel
 export of the U-Net against its frozen GraphDef (bit for bit).
 
-    python results/model_coverage.py [--tune-seconds S] [MODEL ...]
+The report has one section per group of models (``GROUPS``), each with its own machine line:
+``--group NAME`` reruns that group only and keeps the other sections of the existing report.
+
+    python results/model_coverage.py [--group NAME] [--tune-seconds S] [MODEL ...]
 """
 
 from __future__ import annotations
@@ -28,8 +31,26 @@ from polytf.model_zoo import run_graphdef_with_tensorflow, write_model
 from polytf.model_zoo.language_models import zoo_inputs
 from polytf.model_zoo.saved_models import SIGNATURE_OUTPUT, write_saved_model
 
-MODELS = ["gpt2_block", "bert_encoder", "unet", "transformer_encoder", "mobilenet_v2", "resnet50", "inception_v3",
-          "densenet121", "efficientnet_b0", "xception", "nasnet_mobile"]
+MODELS = [
+    "gpt2_block",
+    "bert_encoder",
+    "unet",
+    "transformer_encoder",
+    "mobilenet_v2",
+    "resnet50",
+    "inception_v3",
+    "densenet121",
+    "efficientnet_b0",
+    "xception",
+    "nasnet_mobile",
+]
+#: Models of layers Keras writes as function calls, space-to-batch convolutions and while loops.
+NEXT_MODELS = ["regnetx_200mf", "convnext_tiny", "temporal_conv_net", "lstm20", "lstm200", "gru20", "bilstm20"]
+#: Report sections: group name -> (heading, models).
+GROUPS = {
+    "applications": ("Keras applications, language models, U-Net", MODELS),
+    "next": ("Grouped and dilated convolutions, function calls, recurrent loops", NEXT_MODELS),
+}
 #: Models tuned by this report (the Keras applications are tuned by ``polytf bench --suite models``).
 TUNED_MODELS = {"gpt2_block", "bert_encoder", "unet", "transformer_encoder"}
 
@@ -75,17 +96,32 @@ def saved_model_row(directory: Path) -> str:
     return f"- U-Net SavedModel (signature serving_default, output `{SIGNATURE_OUTPUT}`) vs its frozen GraphDef: bit-for-bit equal: {np.array_equal(a, b)}."
 
 
-def main(names: list[str], tune_seconds: float) -> None:
+def _sections(text: str) -> dict[str, str]:
+    """The existing report's sections by heading (``## ...`` up to the next one)."""
+    sections: dict[str, str] = {}
+    heading = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            heading = line[3:].strip()
+            sections[heading] = ""
+        if heading is not None:
+            sections[heading] += line
+    return sections
+
+
+def section(group: str, names: list[str], tune_seconds: float) -> str:
+    """One group's table, measured now."""
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
+    heading, _ = GROUPS[group]
     tuned = f"the models of `TUNED_MODELS` then tuned for {tune_seconds:g} s each" if tune_seconds else "no tuning"
     lines = [
-        "# Model coverage",
+        f"## {heading}",
         "",
         f"Machine: LLVM CPU `{llvm.get_host_cpu_name()}`, {platform.machine()}, Python {platform.python_version()}; "
         f"polytf {polytf.__version__}; default recipes, {tuned}; `fallback=False`, batch 1, random weights.",
-        f"Written by `python results/model_coverage.py{f' --tune-seconds {tune_seconds:g}' if tune_seconds else ''}`.",
+        f"Written by `python results/model_coverage.py --group {group}{f' --tune-seconds {tune_seconds:g}' if tune_seconds else ''}`.",
         "",
         "| model | nodes in the GraphDef | nodes after the passes | kernels | host nodes | load s | untuned: max abs err / max abs ref vs TF "
         "| tuned: max abs err / max abs ref vs TF, within tolerance | within e2e tolerance |",
@@ -99,15 +135,26 @@ def main(names: list[str], tune_seconds: float) -> None:
             except Exception as error:  # a report row, not a crash: say what failed
                 lines.append(f"| {name} | failed: {type(error).__name__}: {str(error)[:200]} | | | | | | | |")
             print(lines[-1], flush=True)
-        lines += ["", saved_model_row(directory)]
+        if "unet" in names:
+            lines += ["", saved_model_row(directory)]
+    return "\n".join(lines) + "\n\n"
+
+
+def main(group: str, names: list[str], tune_seconds: float) -> None:
     out = Path(__file__).with_suffix(".md")
-    out.write_text("\n".join(lines) + "\n")
+    sections = _sections(out.read_text()) if out.exists() else {}
+    sections[GROUPS[group][0]] = section(group, names, tune_seconds)
+    ordered = [sections.pop(heading) for heading, _ in GROUPS.values() if heading in sections] + list(sections.values())
+    out.write_text("# Model coverage\n\n" + "".join(ordered).rstrip("\n") + "\n")
     print(f"wrote {out}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=MODELS, help="zoo model names (default: all of MODELS)")
+    parser.add_argument("models", nargs="*", help="zoo model names (default: all of the group's)")
+    parser.add_argument(
+        "--group", choices=sorted(GROUPS), default="applications", help="the report section to rewrite (default applications)"
+    )
     parser.add_argument("--tune-seconds", type=float, default=0.0, help="time budget per model of TUNED_MODELS (0: no tuning)")
     arguments = parser.parse_args()
-    main(arguments.models or MODELS, arguments.tune_seconds)
+    main(arguments.group, arguments.models or GROUPS[arguments.group][1], arguments.tune_seconds)
