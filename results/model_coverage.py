@@ -145,7 +145,7 @@ def main(group: str, names: list[str], tune_seconds: float) -> None:
     sections = _sections(out.read_text()) if out.exists() else {}
     sections[GROUPS[group][0]] = section(group, names, tune_seconds)
     ordered = [sections.pop(heading) for heading, _ in GROUPS.values() if heading in sections] + list(sections.values())
-    out.write_text("# Model coverage\n\n" + "".join(ordered).rstrip("\n") + "\n")
+    out.write_text("# Model coverage\n\n" + "\n".join(part.rstrip("\n") + "\n" for part in ordered))
     print(f"wrote {out}")
 
 
