@@ -25,7 +25,7 @@ import islpy as isl
 import numpy as np
 
 from polytf.errors import PolyhedralError
-from polytf.poly.expression import Gather, Load
+from polytf.poly.expression import Gather, Load, subexpressions
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import box_set
 
@@ -76,16 +76,12 @@ def required_bytes(scop: Scop) -> tuple[int, ...]:
 def run_time_index_checks(scop: Scop) -> tuple[tuple[str, int, str], ...]:
     """``(index array, table extent, node)`` of every gather of ``scop`` whose index is read
     at run time, once each: the runtime checks those arrays before the kernel runs."""
-    checks = []
-
-    def visit(expr, statement) -> None:
-        if isinstance(expr, Gather) and isinstance(expr.index, Load):
-            checks.append((expr.index.access.array, expr.extent, expr.node or statement.node))
-        for child in expr.children():
-            visit(child, statement)
-
-    for statement in scop.statements:
-        visit(statement.value, statement)
+    checks = (
+        (expr.index.access.array, expr.extent, expr.node or statement.node)
+        for statement in scop.statements
+        for expr in subexpressions(statement.value)
+        if isinstance(expr, Gather) and isinstance(expr.index, Load)
+    )
     return tuple(dict.fromkeys(checks))
 
 

@@ -10,7 +10,7 @@ reason about them exactly.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -409,6 +409,13 @@ class Gather(Expr):
 
     def __str__(self) -> str:
         return f"gather({self.table}, {self.index})"
+
+
+def subexpressions(expr: Expr) -> Iterator[Expr]:
+    """``expr`` and every expression inside it, in pre-order (parents before their children)."""
+    yield expr
+    for child in expr.children():
+        yield from subexpressions(child)
 
 
 def _same_kind(value, *operands):

@@ -12,7 +12,7 @@ before a kernel runs.
 
 from __future__ import annotations
 
-from polytf.poly.expression import FloatTest
+from polytf.poly.expression import FloatTest, subexpressions
 from polytf.poly.scop import Scop
 
 #: Shape of a status array, and the position of each flag in it.
@@ -24,16 +24,12 @@ STATUS_INFINITY = 1
 def run_time_numerics_checks(scop: Scop) -> tuple[tuple[str, str, str], ...]:
     """``(status array, node, message)`` of every ``CheckNumerics`` node of ``scop``, once
     each, in program order: the runtime reads those arrays after the kernel ran."""
-    checks = []
-
-    def visit(expr, statement) -> None:
-        if isinstance(expr, FloatTest) and expr.node:
-            checks.append((statement.write.array, expr.node, expr.message))
-        for child in expr.children():
-            visit(child, statement)
-
-    for statement in scop.statements:
-        visit(statement.value, statement)
+    checks = (
+        (statement.write.array, expr.node, expr.message)
+        for statement in scop.statements
+        for expr in subexpressions(statement.value)
+        if isinstance(expr, FloatTest) and expr.node
+    )
     return tuple(dict.fromkeys(checks))
 
 
