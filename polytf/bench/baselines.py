@@ -5,7 +5,17 @@
   in float64 via ``np.tensordot``, one call per filter tap);
 * ``tensorflow``: TensorFlow running the GraphDef through ``tf.function``
   (:func:`polytf.model_zoo.tensorflow_runner.tensorflow_function`);
-* ``xla``: the same with ``jit_compile=True``.
+* ``xla``: the same with ``jit_compile=True``;
+* ``openvino``: OpenVINO's CPU plugin in float32 on the GraphDef converted in memory
+  (:mod:`polytf.bench.openvino_baseline`);
+* ``onnxruntime``: ONNX Runtime on the GraphDef converted by tf2onnx at opset 17
+  (:mod:`polytf.bench.onnxruntime_baseline`).
+
+The engines (OpenVINO, ONNX Runtime: :mod:`polytf.bench.engines`) run when TensorFlow does
+(not with ``--no-tensorflow``, which times numpy only) and are checked against TensorFlow's
+outputs (numpy's when TensorFlow failed) with the end-to-end tolerance: an engine that is not
+installed, cannot convert the graph, or returns a wrong result is an error of its system, not
+timed.
 
 TensorFlow's thread pools and OpenBLAS's threads are sized once, when they start, so each
 thread count gets its own child process (:class:`BaselineWorker`): ``python -m
@@ -14,17 +24,20 @@ polytf.bench.baselines --threads N [--no-tensorflow]``, started with ``OPENBLAS_
 sets TensorFlow's intra-op pool to N threads and its inter-op pool to 1. It reads one JSON request
 per line on stdin and answers one JSON line on stdout:
 
-* ``{"op": "info"}`` -> threads, BLAS libraries (threadpoolctl), TensorFlow version or why not;
+* ``{"op": "info"}`` -> threads, BLAS libraries (threadpoolctl), TensorFlow version or why not,
+  the engines' package versions (``None``: not installed);
 * ``{"op": "load", "model": PATH, "inputs": {NAME: FILE.npy}, "outputs": [NAME], "warmup": W,
-  "outputs_file": FILE.npz (optional)}`` -> the systems ready to time, per-system errors, and
-  TF/XLA's max abs error against numpy; TensorFlow's outputs written to ``outputs_file`` if given;
+  "outputs_file": FILE.npz (optional)}`` -> the systems ready to time, per-system errors, every
+  baseline's max abs error against numpy, and XLA's and the engines' against TensorFlow;
+  TensorFlow's outputs written to ``outputs_file`` if given;
 * ``{"op": "round", "repeats": R, "warmup": W}`` -> ``{"median_s": {system: seconds}}``, one
   round: per system, W untimed calls then the median of R timed calls;
 * ``{"op": "quit"}``.
 
 Every timed call returns numpy arrays. numpy takes numpy arrays, as ``CompiledModel.__call__``
 does; TensorFlow and XLA take tensors made once before timing (converting arrays in every call
-would add TensorFlow's per-op overhead to its time).
+would add TensorFlow's per-op overhead to its time); OpenVINO and ONNX Runtime take the arrays
+bound once, without a copy per call.
 """
 
 from __future__ import annotations
@@ -42,13 +55,15 @@ from typing import Any
 
 import numpy as np
 
-from polytf.errors import PolytfError
+from polytf.bench.engine_calls import describe_error
+from polytf.bench.engines import ENGINES, NOT_INSTALLED, engine_function, engine_versions, tolerance_error
+from polytf.errors import DependencyMissingError, PolytfError
 from polytf.runtime.timing import call_latencies
 
 __all__ = ["NumpyGraph", "BaselineWorker", "round_median_s", "SETTLE_S", "SYSTEMS"]
 
 #: Baseline systems, in report order.
-SYSTEMS = ("numpy", "tensorflow", "xla")
+SYSTEMS = ("numpy", "tensorflow", "xla", *ENGINES)
 #: Pause before each system's round (seconds), so that the spinning worker threads of the
 #: system timed before (OpenBLAS, OpenMP, Eigen) have gone to sleep.
 SETTLE_S = 0.1
@@ -145,6 +160,7 @@ class BaselineSession:
 
     def __init__(self, threads: int, tensorflow: bool) -> None:
         self.threads = int(threads)
+        self.engines = bool(tensorflow)  # --no-tensorflow: numpy only
         self.tensorflow_version: str | None = None
         self.tensorflow_error: str | None = None if tensorflow else "skipped (--no-tensorflow)"
         try:
@@ -173,6 +189,7 @@ class BaselineSession:
             "blas": blas_info(),
             "tensorflow": self.tensorflow_version,
             "tensorflow_error": self.tensorflow_error,
+            "engines": engine_versions(),
         }
 
     def load(
@@ -186,6 +203,8 @@ class BaselineSession:
         self.systems = {"numpy": lambda: graph(**feeds)}
         errors: dict[str, str] = {}
         accuracy: dict[str, float] = {}
+        versus_tensorflow: dict[str, float] = {}
+        tensorflow_outputs: dict[str, np.ndarray] | None = None
         if self.tensorflow_version is not None:
             from polytf.model_zoo.keras_models import import_tensorflow
             from polytf.model_zoo.tensorflow_runner import tensorflow_function
@@ -205,16 +224,53 @@ class BaselineSession:
 
                     results = call()
                     accuracy[system] = max_abs_error(results, expected)
-                    if system == "tensorflow" and outputs_file:
-                        np.savez(outputs_file, **results)
+                    if system == "tensorflow":
+                        tensorflow_outputs = results
+                        if outputs_file:
+                            np.savez(outputs_file, **results)
+                    elif tensorflow_outputs is not None:
+                        versus_tensorflow[system] = max_abs_error(results, tensorflow_outputs)
                     for _ in range(max(0, warmup)):
                         call()
                     self.systems[system] = call
                 except Exception as error:  # noqa: BLE001 - a baseline that fails is reported, not fatal
                     errors[system] = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        if self.engines:
+            reference, reference_name = (
+                (tensorflow_outputs, "TensorFlow") if tensorflow_outputs is not None else (expected, "numpy")
+            )
+            for engine in ENGINES:
+                try:
+                    function = engine_function(engine, model, feeds, list(graph.output_names), self.threads)
+
+                    def call(function=function) -> dict[str, np.ndarray]:
+                        return dict(zip(graph.output_names, function()))
+
+                    results = call()
+                except DependencyMissingError as error:
+                    errors[engine] = f"{NOT_INSTALLED}: {error}"
+                    continue
+                except Exception as error:  # noqa: BLE001 - an engine that cannot convert the graph is reported, not fatal
+                    errors[engine] = str(error) if isinstance(error, PolytfError) else describe_error(error)
+                    continue
+                accuracy[engine] = max_abs_error(results, expected)
+                if tensorflow_outputs is not None:
+                    versus_tensorflow[engine] = max_abs_error(results, tensorflow_outputs)
+                wrong = tolerance_error(results, reference, reference_name)
+                if wrong:
+                    errors[engine] = wrong
+                    continue
+                for _ in range(max(0, warmup)):
+                    call()
+                self.systems[engine] = call
         for _ in range(max(0, warmup)):
             self.systems["numpy"]()
-        return {"systems": list(self.systems), "errors": errors, "max_abs_error_vs_numpy": accuracy}
+        return {
+            "systems": list(self.systems),
+            "errors": errors,
+            "max_abs_error_vs_numpy": accuracy,
+            "max_abs_error_vs_tensorflow": versus_tensorflow,
+        }
 
     def round(self, repeats: int, warmup: int = 3) -> dict[str, Any]:
         medians = {}

@@ -26,6 +26,7 @@ from polytf.bench.accuracy import check_outputs
 from polytf.bench.baselines import SETTLE_S, SYSTEMS, BaselineWorker, NumpyGraph, max_abs_error, round_median_s
 from polytf.bench.bench_run import BenchRun
 from polytf.bench.display import BenchDisplay
+from polytf.bench.engines import ratio_to_best_engine
 from polytf.bench.options import BenchOptions
 from polytf.bench.peak import measure_fp32_peak
 from polytf.bench.suite import DEFAULT_SUITE, Workload
@@ -157,6 +158,7 @@ class CpuBenchRun(BenchRun):
             worker = BaselineWorker(threads, self.tensorflow, self.workdir / f"baselines_{threads}.log")
             self.workers[threads] = worker
             result["machine"].setdefault("baseline_blas", {})[str(threads)] = worker.info["blas"]
+            result["machine"]["engines"] = worker.info.get("engines", {})
             if worker.info.get("tensorflow"):
                 result["machine"]["tensorflow"] = worker.info["tensorflow"]
             elif worker.info.get("tensorflow_error") and not any("TensorFlow" in n for n in result["notes"]):
@@ -250,12 +252,14 @@ class CpuBenchRun(BenchRun):
             "untuned_max_abs_error": untuned_error,
             "max_abs_error_vs_tensorflow": errors_vs_tensorflow,
             "baseline_max_abs_error_vs_numpy": loaded["max_abs_error_vs_numpy"],
+            "baseline_max_abs_error_vs_tensorflow": loaded.get("max_abs_error_vs_tensorflow", {}),
             "systems": systems,
             "gflops": gflops,
             "peak_gflops": peak,
             "percent_of_peak": {s: percent_of_peak(value, peak) for s, value in gflops.items() if peak and s.startswith("polytf")},
             "speedup": _speedups(systems),
             "ratio_to_tensorflow": _ratio_to(systems, "tensorflow"),
+            "ratio_to_best_engine": ratio_to_best_engine(systems),
             "profile": profile,
             "convolutions": convolution_summary(profile),
         }

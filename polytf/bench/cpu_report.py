@@ -2,7 +2,10 @@
 
 The machine and its measured peak, one main table (a line per entry and thread count), then
 a section per row: the profile totals, accuracy, tuning, and its convolution layers. Times
-are seconds in the JSON and milliseconds here.
+are seconds in the JSON and milliseconds here. Every ratio in the Markdown is polytf's time
+over another system's (:data:`RATIO_CONVENTION`, stated once under the table): *best engine*
+is the fastest of TensorFlow, XLA, OpenVINO and ONNX Runtime on the row
+(:func:`polytf.bench.engines.ratio_to_best_engine`).
 """
 
 from __future__ import annotations
@@ -10,11 +13,29 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from polytf.bench.engines import ENGINES, NOT_INSTALLED, PACKAGES, ratio_to_best_engine
 from polytf.bench.machine import describe_blas, machine_summary
 from polytf.bench.report_format import BASELINE_LABELS, ReportFormat, first_line, markdown_table, milliseconds, plural
 from polytf.runtime.cpu.profile import DEPTHWISE
 
-__all__ = ["CPU_REPORT", "cpu_markdown", "columns", "peak_summary", "row_section", "format_gflops"]
+__all__ = [
+    "CPU_REPORT",
+    "RATIO_CONVENTION",
+    "cpu_markdown",
+    "columns",
+    "peak_summary",
+    "row_section",
+    "format_gflops",
+    "best_engine",
+    "engines_note",
+]
+
+#: The one convention of the report's ratios.
+RATIO_CONVENTION = (
+    "Every ratio is polytf's time / the other system's time: below 1 polytf is faster, above 1 slower. "
+    "*best engine* is the fastest of TensorFlow, XLA, OpenVINO (f32) and ONNX Runtime on the row "
+    "(numpy is the reference, not an engine)."
+)
 
 
 def _ms(system: dict[str, Any] | None) -> str:
@@ -56,18 +77,38 @@ def _tuning(tuning: dict[str, Any]) -> str:
     return f"{tuning.get('wall_s', 0):.1f}"
 
 
+def _bold(cell: str) -> str:
+    return cell if cell == "-" else f"**{cell}**"
+
+
+def best_engine(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's ``ratio_to_best_engine`` (computed from its systems for results written before it existed)."""
+    return row.get("ratio_to_best_engine") or ratio_to_best_engine(row.get("systems", {}))
+
+
+def _system_cell(system: dict[str, Any] | None) -> str:
+    """A system's time; ``not installed``, ``wrong`` or ``failed`` when it has an error instead (said below the table)."""
+    error = (system or {}).get("error")
+    if not error:
+        return _ms(system)
+    return NOT_INSTALLED if error.startswith(NOT_INSTALLED) else "wrong" if error.startswith("wrong result") else "failed"
+
+
 def columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-    """Table columns as ``(title, row -> cell)``; TF and XLA columns only when some row has them."""
+    """Table columns as ``(title, row -> cell)``; TF, XLA, OpenVINO and ONNX Runtime columns only
+    when some row has them."""
     tensorflow = any(s in row.get("systems", {}) for row in rows for s in ("tensorflow", "xla")) or not rows
+    engines = any(s in row.get("systems", {}) for row in rows for s in ENGINES) or not rows
+    compared = any(best_engine(row) for row in rows) or not rows
 
     def time(system):
-        return lambda row: _ms(row.get("systems", {}).get(system))
-
-    def ratio(key):
-        return lambda row: _ratio(row.get("speedup", {}).get(key))
+        return lambda row: _system_cell(row.get("systems", {}).get(system))
 
     def to_tensorflow(key):
         return lambda row: _ratio((row.get("ratio_to_tensorflow") or {}).get(key))
+
+    def to_best_engine(key):
+        return lambda row: _ratio(best_engine(row).get(key))
 
     columns = [
         ("entry", lambda row: row["entry"]),
@@ -79,6 +120,8 @@ def columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     ]
     if tensorflow:
         columns += [("TF ms", time("tensorflow")), ("XLA ms", time("xla"))]
+    if engines:
+        columns += [(f"{BASELINE_LABELS[engine]} ms", time(engine)) for engine in ENGINES]
     columns += [
         ("polytf GFLOP/s", lambda row: format_gflops(row.get("gflops", {}).get("polytf"))),
         ("% peak", lambda row: _percent(row.get("percent_of_peak", {}).get("polytf"))),
@@ -86,8 +129,13 @@ def columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     ]
     if tensorflow:
         columns += [("untuned / TF", to_tensorflow("untuned")), ("tuned / TF", to_tensorflow("tuned"))]
+    if compared:
+        columns += [
+            ("best engine", lambda row: BASELINE_LABELS.get(best_engine(row).get("engine"), "-")),
+            ("untuned / best engine", to_best_engine("untuned")),
+            ("tuned / best engine", lambda row: _bold(to_best_engine("tuned")(row))),
+        ]
     columns += [
-        ("best baseline / polytf", ratio("best_baseline")),
         ("tune s", lambda row: _tuning(row.get("tuning", {}))),
         ("max abs err vs numpy", lambda row: _error(row.get("max_abs_error"))),
     ]
@@ -140,8 +188,8 @@ def cpu_markdown(result: dict[str, Any], png_name: str | None = None) -> str:
     lines += markdown_table(columns, rows)
     lines += [
         "",
-        "*best baseline / polytf* is baseline time / polytf time: above 1 means polytf is faster (higher throughput). "
-        "*untuned / TF* and *tuned / TF* are polytf time / TensorFlow time: below 1 means polytf is faster.",
+        RATIO_CONVENTION
+        + " A system whose outputs differ from TensorFlow's beyond the end-to-end tolerance is *wrong* and not timed.",
     ]
     lines += [f"- {row['entry']}, {row['threads']} thread(s): **failed**: {first_line(row['error'])}" for row in rows if row.get("error")]
     errors = [
@@ -155,16 +203,38 @@ def cpu_markdown(result: dict[str, Any], png_name: str | None = None) -> str:
         for entry, count, system, error in errors
     ]
     lines += [f"- {note}" for note in result.get("notes", [])]
+    lines.append(f"- {engines_note(machine, rows)}")
     if result.get("interrupted"):
         lines.append("- **Interrupted**: only the rows above finished.")
     if result.get("failure"):
         lines.append(f"- **Stopped by an error**: {result['failure']}")
     if png_name:
-        lines += ["", f"![speedup of polytf over each baseline]({png_name})"]
+        lines += ["", f"![polytf time / each baseline's time]({png_name})"]
     for row in rows:
         if not row.get("error"):
             lines += [""] + row_section(row)
     return "\n".join(lines) + "\n"
+
+
+def engines_note(machine: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """What the engine columns ran: versions and settings, or why they did not run."""
+    versions = machine.get("engines") or {}
+    if not versions or not any(s in row.get("systems", {}) for row in rows for s in ENGINES):
+        return (
+            "OpenVINO and ONNX Runtime not timed (they run beside TensorFlow, not with --no-tensorflow; "
+            "pip install 'polytf[bench]')."
+        )
+
+    def version(engine: str) -> str:
+        return ", ".join(f"{name} {versions.get(name) or NOT_INSTALLED}" for name in PACKAGES[engine])
+
+    return (
+        f"OpenVINO ({version('openvino')}): the GraphDef converted in memory (`openvino.convert_model`, weights kept float32), "
+        "CPU plugin with INFERENCE_PRECISION_HINT=f32, PERFORMANCE_HINT=LATENCY and INFERENCE_NUM_THREADS = the row's threads. "
+        f"ONNX Runtime, ORT ({version('onnxruntime')}): the GraphDef converted by tf2onnx at opset 17, CPUExecutionProvider, "
+        "intra_op_num_threads = the row's threads, inter_op_num_threads=1, ORT_ENABLE_ALL. Both on the same inputs, bound once; "
+        "their outputs checked against TensorFlow's."
+    )
 
 
 def peak_summary(machine: dict[str, Any]) -> str:
@@ -208,6 +278,20 @@ def row_section(row: dict[str, Any]) -> list[str]:
     to_tensorflow = row.get("ratio_to_tensorflow") or {}
     if to_tensorflow:
         lines.append(f"- Time / TensorFlow's: tuned {_ratio(to_tensorflow.get('tuned'))}, untuned {_ratio(to_tensorflow.get('untuned'))}.")
+    engine = best_engine(row)
+    if engine:
+        name = BASELINE_LABELS.get(engine["engine"], engine["engine"])
+        lines.append(
+            f"- Time / the best engine's ({name}, {milliseconds(engine['engine_s'])} ms): "
+            f"tuned {_ratio(engine.get('tuned'))}, untuned {_ratio(engine.get('untuned'))}."
+        )
+    baselines = {**(row.get("baseline_max_abs_error_vs_tensorflow") or {})}
+    if baselines:
+        lines.append(
+            "- Max abs error of the baselines vs TensorFlow: "
+            + ", ".join(f"{BASELINE_LABELS.get(system, system)} {_error(error)}" for system, error in baselines.items())
+            + "."
+        )
     versus_tensorflow = row.get("max_abs_error_vs_tensorflow") or {}
     lines.append(
         f"- Max abs error vs numpy: tuned {_error(row.get('max_abs_error'))}, untuned {_error(row.get('untuned_max_abs_error'))}"
@@ -260,8 +344,9 @@ def _blas_threads(libraries: list[dict[str, Any]]) -> str:
 
 #: how a CPU result is written
 CPU_REPORT = ReportFormat(
-    title="polytf bench (ratios: baseline time / polytf time, above 1: polytf faster)",
+    title="polytf bench (ratios: polytf time / the other system's time, below 1: polytf faster)",
     columns=columns,
     markdown=cpu_markdown,
     row_label=lambda row: f"{row['entry']} ({row['threads']} threads)",
+    chart_polytf_over_baseline=True,
 )

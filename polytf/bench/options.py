@@ -33,8 +33,9 @@ class BenchOptions:
             the target's, ``results/bench`` or ``results/bench_cuda``.
         cache_dir: tuning-record cache to use and reuse; ``None``: a fresh temporary one, so
             every kernel is tuned in this run and the tuning time is real.
-        tensorflow: time TensorFlow and XLA too (when TensorFlow is installed); on the GPU,
-            the reference outputs are TensorFlow's (else numpy's references).
+        tensorflow: time TensorFlow and XLA too (when TensorFlow is installed), and beside
+            them the engines OpenVINO and ONNX Runtime (when installed: ``polytf[bench]``); on
+            the GPU, the reference outputs are TensorFlow's (else numpy's references).
         seed: seed of the tuner and of the random inputs.
         time_budget_s: wall-clock budget of tuning one model, seconds (``--time-budget``);
             ``None``: no budget (the trials alone bound it).

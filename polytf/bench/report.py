@@ -1,18 +1,24 @@
 """Writing a benchmark result as ``OUT.json`` (every raw number), ``OUT.md`` and ``OUT.png``
-(speedup of polytf over each baseline, per row), for either backend.
+(per row, polytf against each baseline: on the CPU polytf time / baseline time, the CPU
+report's one convention; on the GPU baseline time / polytf time), for either backend.
 
 The result is a JSON-serialisable dict made by :func:`polytf.bench.runner.run_bench`:
 
 * ``machine``: see :func:`polytf.bench.machine.describe_machine`; on the CPU plus
   ``baseline_blas`` (thread count -> BLAS libraries as the baseline process saw them),
-  ``tensorflow`` and ``fp32_peak`` (thread count -> :class:`polytf.bench.peak.PeakMeasurement`
-  fields);
+  ``tensorflow``, ``fp32_peak`` (thread count -> :class:`polytf.bench.peak.PeakMeasurement`
+  fields) and ``engines`` (OpenVINO's, ONNX Runtime's, tf2onnx's and onnx's versions,
+  ``None``: not installed);
 * ``settings``: entries, trials, rounds, repeats, warm-up calls, cache, time budget, command;
 * ``rows``: on the CPU one per (entry, threads), with ``systems`` (system -> ``median_s`` and
   ``round_medians_s``, or ``error``; ``polytf`` is the tuned model, ``polytf_untuned`` the
-  model with default recipes), ``gflops`` and ``percent_of_peak`` per system, ``speedup``
+  model with default recipes; the baselines ``numpy``, ``tensorflow``, ``xla``, ``openvino``,
+  ``onnxruntime``), ``gflops`` and ``percent_of_peak`` per system, ``speedup``
   (baseline time / polytf time), ``ratio_to_tensorflow`` (polytf time / TF time, tuned and
-  untuned), ``tuning``, ``max_abs_error`` and ``untuned_max_abs_error`` (vs numpy),
+  untuned), ``ratio_to_best_engine`` (the fastest of TF, XLA, OpenVINO and ONNX Runtime, its
+  time, and polytf time / that time, tuned and untuned), ``baseline_max_abs_error_vs_numpy``
+  and ``baseline_max_abs_error_vs_tensorflow`` (per baseline), ``tuning``, ``max_abs_error``
+  and ``untuned_max_abs_error`` (vs numpy),
   ``max_abs_error_vs_tensorflow`` (tuned and untuned), ``profile``
   (:meth:`polytf.runtime.cpu.profile.ModelProfile.to_dict` of the tuned model) and
   ``convolutions`` (median % of peak of Conv2D kernels by filter size); or, for a row polytf
@@ -60,13 +66,16 @@ def markdown(result: dict[str, Any], png_name: str | None = None) -> str:
 
 def write_chart(result: dict[str, Any], path: Path) -> Path:
     """Bar chart (PNG, matplotlib's Agg backend): per row, baseline time / polytf time for each
-    baseline, on a log scale with a line at 1.0."""
+    baseline (polytf time / baseline time where the format says so:
+    :attr:`~polytf.bench.report_format.ReportFormat.chart_polytf_over_baseline`), on a log scale
+    with a line at 1.0."""
     import matplotlib  # an optional dependency (polytf[bench]): imported when a chart is drawn
     import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    inverse = report_format(result).chart_polytf_over_baseline
     rows = result.get("rows", [])
     systems = [s for s in BASELINE_LABELS if any(row.get("speedup", {}).get(s) for row in rows)]
     figure, axes = plt.subplots(figsize=(max(6.0, 1.2 * len(rows) + 2.5), 4.5), dpi=110)
@@ -78,7 +87,7 @@ def write_chart(result: dict[str, Any], path: Path) -> Path:
             value = row.get("speedup", {}).get(system)
             if value and math.isfinite(value) and value > 0:
                 positions.append(position + (index - (len(systems) - 1) / 2) * width)
-                heights.append(value)
+                heights.append(1 / value if inverse else value)
         values_seen += heights
         bars = axes.bar(positions, heights, width=width, label=f"vs {BASELINE_LABELS[system]}")
         axes.bar_label(bars, labels=[f"{h:.2f}" for h in heights], fontsize=7, padding=1)
@@ -91,7 +100,9 @@ def write_chart(result: dict[str, Any], path: Path) -> Path:
     axes.set_xticks(
         range(len(rows)), [row["entry"] if row.get("target") == "cuda" else f"{row['entry']}\n{row['threads']} thr" for row in rows], fontsize=8, rotation=20, ha="right"
     )
-    axes.set_ylabel("speedup of polytf (baseline time / polytf time)")
+    axes.set_ylabel(
+        "polytf time / baseline time (below 1: polytf faster)" if inverse else "speedup of polytf (baseline time / polytf time)"
+    )
     machine = result.get("machine", {})
     where = (
         f"{result['device'].get('name', '?')} ({result['device'].get('compute_capability', '?')})"

@@ -19,7 +19,15 @@ from rich.table import Table
 __all__ = ["ReportFormat", "BASELINE_LABELS", "milliseconds", "plural", "first_line", "markdown_table", "summary_table"]
 
 #: Column titles of the baselines (CPU, then GPU).
-BASELINE_LABELS = {"numpy": "numpy", "tensorflow": "TF", "xla": "XLA", "cublas": "cuBLAS", "cudnn": "cuDNN"}
+BASELINE_LABELS = {
+    "numpy": "numpy",
+    "tensorflow": "TF",
+    "xla": "XLA",
+    "openvino": "OpenVINO",
+    "onnxruntime": "ORT",
+    "cublas": "cuBLAS",
+    "cudnn": "cuDNN",
+}
 
 #: ``columns(rows) -> [(title, row -> cell)]``
 Columns = Callable[[list[dict[str, Any]]], list[tuple[str, Callable[[dict[str, Any]], str]]]]
@@ -34,12 +42,15 @@ class ReportFormat:
         columns: the table's columns for these rows, as ``(title, row -> cell)``.
         markdown: ``markdown(result, png_name)``: the whole Markdown report.
         row_label: how a failed row is named in messages (``"mlp:64 (2 threads)"``).
+        chart_polytf_over_baseline: the chart shows polytf time / baseline time (below 1:
+            polytf faster), the report's ratios' convention; else baseline time / polytf time.
     """
 
     title: str
     columns: Columns
     markdown: Callable[[dict[str, Any], str | None], str]
     row_label: Callable[[dict[str, Any]], str]
+    chart_polytf_over_baseline: bool = False
 
 
 def milliseconds(seconds: float | None) -> str:

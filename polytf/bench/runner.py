@@ -4,7 +4,7 @@ For the backend chosen once from ``--target`` (:func:`polytf.compiler.backends.s
 the runner checks the settings before anything runs, plans the rows (entries, and on the CPU
 their thread counts), then measures one row after the other with the backend's
 :class:`~polytf.bench.bench_run.BenchRun` (:class:`~polytf.bench.cpu_bench.CpuBenchRun`:
-polytf against numpy, TensorFlow and XLA on this CPU; :class:`~polytf.bench.cuda_bench.CudaBenchRun`:
+polytf against numpy, TensorFlow, XLA, OpenVINO and ONNX Runtime on this CPU; :class:`~polytf.bench.cuda_bench.CudaBenchRun`:
 polytf's GPU kernels against cuBLAS and cuDNN), and writes the report
 (:mod:`polytf.bench.report`: ``OUT.md``, ``OUT.json``, ``OUT.png``) after every finished row,
 so Ctrl-C keeps the rows already measured. A row whose model polytf cannot build or tune is

@@ -46,10 +46,13 @@ class BenchEntry:
         spec: zoo model spec (``"matmul:1024x1024x1024"``, ``"mlp:64"``) or GraphDef path.
         threads: thread counts to run it with; ``None`` means the ``--threads`` value
             (default :data:`DEFAULT_THREADS`). An explicit ``--threads`` overrides both.
+        optional: left out of the suite, not an error, when this installation's zoo has no
+            such model (a model a suite names before the zoo has it).
     """
 
     spec: str
     threads: tuple[int, ...] | None = None
+    optional: bool = False
 
 
 #: Named suites. ``issue3``: the workloads of the performance issue (GEMM, a ResNet-style
@@ -87,6 +90,23 @@ SUITES: dict[str, tuple[BenchEntry, ...]] = {
         BenchEntry(f"{name}:{batch}")
         for name in ("resnet50", "inception_v3", "densenet121", "mobilenet_v2", "efficientnet_b0")
         for batch in (1, 8)
+    ),
+    # engines: the rows of the issue comparing polytf with the engines users deploy with (OpenVINO,
+    # ONNX Runtime, TensorFlow, XLA; "polytf / best engine" per row): the models suite, the
+    # zoo's Transformer blocks (encoder 1x128x256; GPT block 2x64 tokens; an MLP-Mixer block when
+    # the zoo has one), and the small rows (CIFAR CNN b32, MLP b1, MatMul 1024^3)
+    "engines": (
+        *(
+            BenchEntry(f"{name}:{batch}")
+            for name in ("resnet50", "inception_v3", "densenet121", "mobilenet_v2", "efficientnet_b0")
+            for batch in (1, 8)
+        ),
+        BenchEntry("transformer_encoder:1"),
+        BenchEntry("gpt2_block:2"),
+        BenchEntry("mlp_mixer:1", optional=True),
+        BenchEntry("cifar_cnn:32"),
+        BenchEntry("mlp:1"),
+        BenchEntry("matmul:1024x1024x1024"),
     ),
 }
 DEFAULT_SUITE = "issue3"
@@ -201,7 +221,8 @@ def resolve_entries(
 
     Args:
         specs: entry specs from the command line.
-        suite: suite name; used when given, and when ``specs`` is empty (default ``issue3``).
+        suite: suite name; used when given, and when ``specs`` is empty (default ``issue3``); its
+            optional entries whose zoo model does not exist are left out.
         threads: ``--threads`` if given: overrides every entry's own thread counts.
 
     Raises:
@@ -216,6 +237,8 @@ def resolve_entries(
     entries.extend(BenchEntry(spec) for spec in specs)
     resolved = []
     for entry in entries:
+        if entry.optional and entry.spec.partition(":")[0] not in _zoo_names():
+            continue
         counts = tuple(threads) if threads else (entry.threads or DEFAULT_THREADS)
         resolved.append((parse_entry(entry.spec), counts))
     return resolved

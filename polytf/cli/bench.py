@@ -1,5 +1,5 @@
-"""``polytf bench``: time polytf against numpy, TensorFlow and XLA (or, with ``--target cuda``,
-against cuBLAS and cuDNN on the GPU) and write a report.
+"""``polytf bench``: time polytf against numpy, TensorFlow, XLA, OpenVINO and ONNX Runtime (or,
+with ``--target cuda``, against cuBLAS and cuDNN on the GPU) and write a report.
 
 The bench is a program of its own (:mod:`polytf.bench`): this command hands it the parsed
 arguments and the consoles.

@@ -103,21 +103,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser(
         "bench",
-        help="time polytf against numpy, TensorFlow and XLA; write OUT.md/.json/.png",
+        help="time polytf against numpy, TensorFlow, XLA, OpenVINO and ONNX Runtime; write OUT.md/.json/.png",
         description="For each entry and thread count: write the GraphDef, tune it, load it, verify it against numpy, then time polytf, "
-        "numpy, TensorFlow and TensorFlow+XLA with the same threads (baselines in a child process per thread count). "
+        "numpy, TensorFlow, TensorFlow+XLA, OpenVINO (f32) and ONNX Runtime (through tf2onnx, opset 17) with the same threads "
+        "(baselines in a child process per thread count; engines not installed are reported so: pip install 'polytf[bench]'). "
         "An entry is a zoo model spec (NAME or NAME:BATCH, matmul:MxKxN; models: mlp, cifar_cnn, odd_matmul, conv_bias_relu, "
-        "conv3x3_bias_relu_56, matmul, mobilenet_v2, transformer_encoder, resnet50, inception_v3, densenet121, efficientnet_b0) "
+        "conv3x3_bias_relu_56, matmul, mobilenet_v2, transformer_encoder, mlp_mixer, gpt2_block, resnet50, inception_v3, densenet121, efficientnet_b0; python -m polytf.model_zoo --help lists all) "
         "or a .pb/.pbtxt file. Without entries: the suite (default issue3). The report also gives the untuned model's time, "
-        "GFLOP/s as a percentage of the measured float32 peak, and a per-kernel profile of each model.",
+        "GFLOP/s as a percentage of the measured float32 peak, polytf / best engine (the fastest of TensorFlow, XLA, OpenVINO and ONNX Runtime; below 1 polytf is faster), and a per-kernel profile of each model.",
     )
     bench.add_argument("entries", nargs="*", metavar="ENTRY", help="zoo model spec (e.g. matmul:1024x1024x1024, cifar_cnn:32) or GraphDef file")
     bench.add_argument(
-        "--suite", help="run a named suite (issue3, issue4, models, smoke, cuda); default issue3 when no ENTRY is given (cuda with --target cuda)"
+        "--suite", help="run a named suite (issue3, issue4, models, engines, smoke, cuda); default issue3 when no ENTRY is given (cuda with --target cuda)"
     )
     add_target_argument(
         bench,
-        "cpu (default): polytf against numpy, TensorFlow and XLA on this CPU. cuda: polytf's GPU kernels on the current NVIDIA GPU "
+        "cpu (default): polytf against numpy, TensorFlow, XLA, OpenVINO and ONNX Runtime on this CPU. cuda: polytf's GPU kernels on the current NVIDIA GPU "
         "(CuPy; install cupy-cuda12x): ms, TFLOP/s and %% of the GPU's FP32 peak, against cuBLAS (cupy.matmul) for a MatMul and cuDNN "
         "(PyTorch, when installed) for a convolution, FP32 with TF32 off; outputs checked against TensorFlow on the CPU",
     )
@@ -133,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--no-tensorflow",
         action="store_true",
-        help="do not time TensorFlow and XLA (with --target cuda: check polytf's outputs against numpy's references, not TensorFlow's)",
+        help="do not time TensorFlow, XLA, OpenVINO and ONNX Runtime (numpy only; with --target cuda: check polytf's outputs against numpy's references, not TensorFlow's)",
     )
     bench.add_argument("--seed", type=int, default=0, help="seed of the tuner and of the random inputs")
     bench.add_argument(

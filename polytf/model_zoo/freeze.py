@@ -14,6 +14,7 @@ model                    placeholder  input shape                output node  ou
 ``matmul``               ``a``, ``b`` ``[M, K]``, ``[K, N]``     ``Identity`` ``[M, N]``
 ``mobilenet_v2``         ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``transformer_encoder``  ``input``    ``[batch, 128, 256]``      ``Identity`` ``[batch, 128, 256]``
+``mlp_mixer``            ``input``    ``[batch, 196, 256]``      ``Identity`` ``[batch, 196, 256]``
 ``resnet50``             ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``inception_v3``         ``input``    ``[batch, 299, 299, 3]``   ``Identity`` ``[batch, 1000]``
 ``densenet121``          ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
@@ -68,7 +69,7 @@ from polytf.model_zoo.keras_models import (
     odd_matmul,
 )
 from polytf.model_zoo.language_models import bert_encoder, gpt2_block
-from polytf.model_zoo.modern_models import KERAS_APPLICATIONS, keras_application, mobilenet_v2, transformer_encoder
+from polytf.model_zoo.modern_models import KERAS_APPLICATIONS, keras_application, mlp_mixer, mobilenet_v2, transformer_encoder
 from polytf.model_zoo.recurrent_models import RECURRENT_MODELS
 from polytf.model_zoo.temporal_models import temporal_conv_net
 from polytf.model_zoo.unet import unet
@@ -95,6 +96,7 @@ MODEL_NAMES = (
     "matmul",
     "mobilenet_v2",
     "transformer_encoder",
+    "mlp_mixer",
     "resnet50",
     "inception_v3",
     "densenet121",
@@ -222,6 +224,8 @@ def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple
         return keras_application(name, b), ((INPUT_NAME, (b, side, side, 3)),)
     if name == "transformer_encoder":
         return transformer_encoder(b), ((INPUT_NAME, (b, 128, 256)),)
+    if name == "mlp_mixer":
+        return mlp_mixer(b), ((INPUT_NAME, (b, 196, 256)),)
     if name == "unet":
         return unet(b), ((INPUT_NAME, (b, 64, 64, 3)),)
     if name in ("regnetx_200mf", "convnext_tiny"):

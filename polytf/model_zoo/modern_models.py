@@ -1,4 +1,4 @@
-"""MobileNetV2 and a Transformer encoder block, with deterministic non-trivial weights.
+"""MobileNetV2, a Transformer encoder block and an MLP-Mixer block, with deterministic non-trivial weights.
 
 Both are the workloads of modern CNN and Transformer graphs: depthwise convolutions,
 ReLU6, explicit padding, inference batch normalisation, global average pooling (MobileNetV2,
@@ -26,6 +26,7 @@ __all__ = [
     "keras_application",
     "KERAS_APPLICATIONS",
     "transformer_encoder",
+    "mlp_mixer",
     "randomize_normalization_weights",
 ]
 
@@ -120,3 +121,38 @@ def transformer_encoder(
     projected = layers.Dense(model_width, name="ffn2")(hidden)
     outputs = layers.LayerNormalization(epsilon=1e-6, name="norm2")(layers.Add(name="residual2")([x, projected]))
     return randomize_normalization_weights(keras.Model(inputs, outputs, name="transformer_encoder"), seed)
+
+
+def mlp_mixer(
+    batch: int = 1,
+    seed: int = DEFAULT_SEED,
+    tokens: int = 196,
+    channels: int = 256,
+    token_mixing_width: int = 128,
+    channel_mixing_width: int = 1024,
+) -> Any:
+    """One MLP-Mixer block (Tolstikhin et al., "MLP-Mixer: An all-MLP Architecture for Vision",
+    NeurIPS 2021): token mixing then channel mixing, each a pre-norm residual MLP::
+
+        y   = x + transpose(W2 gelu(W1 transpose(LayerNorm(x))))     # mixes the tokens
+        out = y + W4 gelu(W3 LayerNorm(y))                          # mixes the channels
+
+    Defaults: 196 tokens (14x14 patches) of 256 channels, token MLP 128, channel MLP 1024,
+    exact (erf) GELU. Frozen: placeholder ``"input"`` (float32 ``[batch, tokens, channels]``),
+    output node ``"Identity"`` (same shape). The transposes freeze as Transpose nodes around
+    the token-mixing Dense layers.
+    """
+    keras = _import_keras()
+    layers = keras.layers
+    inputs = keras.Input(shape=(tokens, channels), batch_size=batch, name="input")
+    mixed = layers.LayerNormalization(epsilon=1e-6, name="token_norm")(inputs)
+    mixed = layers.Permute((2, 1), name="to_channels_tokens")(mixed)
+    mixed = layers.Dense(token_mixing_width, activation="gelu", name="token_mlp1")(mixed)
+    mixed = layers.Dense(tokens, name="token_mlp2")(mixed)
+    mixed = layers.Permute((2, 1), name="to_tokens_channels")(mixed)
+    x = layers.Add(name="token_residual")([inputs, mixed])
+    mixed = layers.LayerNormalization(epsilon=1e-6, name="channel_norm")(x)
+    mixed = layers.Dense(channel_mixing_width, activation="gelu", name="channel_mlp1")(mixed)
+    mixed = layers.Dense(channels, name="channel_mlp2")(mixed)
+    outputs = layers.Add(name="channel_residual")([x, mixed])
+    return randomize_normalization_weights(keras.Model(inputs, outputs, name="mlp_mixer"), seed)

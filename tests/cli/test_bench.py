@@ -5,6 +5,7 @@ help and errors."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -151,6 +152,15 @@ def test_bench_zoo_matmul_with_tensorflow_and_xla(tmp_path):
     assert row["ratio_to_tensorflow"]["tuned"] == pytest.approx(row["systems"]["polytf"]["median_s"] / tensorflow_s)
     assert row["ratio_to_tensorflow"]["untuned"] == pytest.approx(row["systems"]["polytf_untuned"]["median_s"] / tensorflow_s)
     assert "1" in result["machine"]["baseline_blas"]
+    # the engines beside TensorFlow (OpenVINO, ONNX Runtime: polytf[bench]), checked against TensorFlow's outputs
+    from polytf.bench.engines import ENGINE_SYSTEMS, ENGINES, PACKAGES
+
+    for engine in ENGINES:
+        if all(importlib.util.find_spec(package) for package in PACKAGES[engine]):
+            assert row["systems"][engine]["median_s"] > 0 and row["baseline_max_abs_error_vs_tensorflow"][engine] < 1e-3
+    fastest = min(row["systems"][s]["median_s"] for s in ENGINE_SYSTEMS if "median_s" in row["systems"].get(s, {}))
+    assert row["ratio_to_best_engine"]["tuned"] == pytest.approx(row["systems"]["polytf"]["median_s"] / fastest)
+    assert "| best engine | untuned / best engine | tuned / best engine |" in text
 
 
 def test_entry_specs_and_suites(tmp_path):
