@@ -1,8 +1,13 @@
 """Tunes every kernel of a model and records the winners in the cache.
 
 For each kernel (identical kernels are tuned once): reuse its complete record unless
-``retune``; otherwise tune it and write a TuningRecord. Then the whole model is timed
-with the default recipes and with the tuned ones.
+``retune``; otherwise tune it and write a TuningRecord. Then the final choice is timed
+inside the model (:mod:`polytf.autotune.in_model_check`): the model with the default
+recipes against the model built from the records as ``polytf.load`` builds it, whole calls
+alternating in blocks; a recipe tuned by this run that does not beat the default one inside
+the model is rejected (its record rewritten with the default recipe, so that ``polytf.load``
+never runs it), and so are all of them if the model they make is not faster as a whole. The
+medians of those calls are the report's "default -> tuned" model latencies.
 
 Two ways to spend the tuning:
 
@@ -43,23 +48,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
+from polytf.autotune.in_model_check import InModelDecision, alternating_timings, check_in_model
 from polytf.autotune.isolation import tuning_faults
 from polytf.autotune.shared_study import UnlimitedWait
 from polytf.autotune.task_scheduler import Task, TaskScheduler
 from polytf.autotune.tuner import KernelTuning, KernelTuningResult, TrialCallback, tune_kernel
 from polytf.autotune.warm_start import WarmStarts, kernel_family
-from polytf.compiler.backends import backend_of_options
+from polytf.compiler.backends import Backend, backend_of_options
 from polytf.compiler.build_options import BuildOptions
 from polytf.compiler.kernel_compilation import schedule_record
 from polytf.compiler.model_source import ModelSource
-from polytf.compiler.preparation import prepare_model
-from polytf.compiler.recorded_recipes import cache_key, open_storage
+from polytf.compiler.preparation import PreparedModel, prepare_model
+from polytf.compiler.recorded_recipes import cache_key, open_storage, reading_records, stored_recipes
 from polytf.config import CodegenConfig, TuningConfig
 from polytf.errors import PolytfError, TuningError
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.poly.flops import domain_points
+from polytf.runtime.model import Model
 from polytf.runtime.sample_inputs import sample_inputs
 from polytf.schedules.structure import anchor_statement
 from polytf.storage.cache import KernelCache, TuningRecord
@@ -85,6 +90,13 @@ class KernelReport:
     trials_here: int = 0
     #: wall time this run spent tuning the kernel (baseline, trials, records), seconds
     tuning_s: float = 0.0
+    #: the final choice inside the model (this run's tuned recipes only): ``"kept"``, ``"rejected"``
+    #: (the record now holds the default recipe), or ``""`` (not judged there)
+    in_model: str = ""
+    #: seconds of the kernel's record's kernels inside a call of the default / tuned model
+    #: (medians, summed over identical kernels; NaN where not measured)
+    in_model_default_s: float = math.nan
+    in_model_tuned_s: float = math.nan
 
     @property
     def speedup(self) -> float:
@@ -98,7 +110,18 @@ class TuneReport:
     Attributes:
         model: path of the model.
         kernels: one row per kernel, in execution order.
-        model_default_latency_s / model_tuned_latency_s: median whole-model latency (seconds).
+        model_default_latency_s / model_tuned_latency_s: median seconds of a call of the model
+            with the default recipes / with the recipes kept (the tuned model ``polytf.load``
+            builds), timed against each other in alternating blocks
+            (:mod:`polytf.autotune.in_model_check`).
+        model_all_tuned_latency_s: the same of the model with every recipe this run tuned,
+            before those that lost inside the model were rejected.
+        rejected_in_model: kernels (the first of each group of identical ones) whose recipe
+            tuned by this run lost inside the model: their records hold the default recipe.
+        rejected_as_a_whole: the recipes that won kernel by kernel made a model no faster than
+            the default one, so all of them were rejected.
+        model_timing_calls: calls of each model timed for those figures.
+        model_timing_s: wall time of that check (the models built and timed), seconds.
         threads: threads kernels ran on.
         elapsed_s: wall time of the whole run.
         cache_dir: where records were written (the cache directory, or the storage's URL
@@ -121,6 +144,11 @@ class TuneReport:
     time_budget_s: float | None = None
     host_nodes: tuple = ()
     target: str = "cpu"
+    model_all_tuned_latency_s: float = float("nan")
+    rejected_in_model: tuple[str, ...] = ()
+    rejected_as_a_whole: bool = False
+    model_timing_calls: int = 0
+    model_timing_s: float = 0.0
 
     @property
     def new_trials(self) -> int:
@@ -183,6 +211,10 @@ def tune_model(
 ) -> TuneReport:
     """Tune every kernel of the model ``source`` built as ``options`` say (default
     ``BuildOptions()``); see :func:`polytf.tune`.
+
+    ``measure_model``: time the final choice inside the model after the tuning and reject the
+    recipes tuned now that lose there (module docstring); without it the records keep every
+    recipe that won alone and the report has no model latencies.
 
     ``trials`` (default :class:`TuningConfig`'s) is ignored under ``time_budget_s``
     (seconds of wall time, counted from this call; see the module). Target ``"cuda"``: recipes
@@ -273,20 +305,95 @@ def tune_model(
                 report.kernels.append(row)
 
     if measure_model and not report.interrupted:
-        progress.message("timing the whole model (default recipes vs tuned)")
-        by_name = {k.scop.name: recipes[keys[k.scop.name].digest()] for k in prepared.kernels if keys[k.scop.name].digest() in recipes}
-        default_model = backend.build_model(prepared, {})
-        tuned_model = backend.build_model(prepared, by_name)
-        inputs = sample_inputs(tuned_model.input_types, seed)
-        with run.measurement_lock:
-            report.model_default_latency_s = float(np.median(default_model.latency_s(inputs)))
-            report.model_tuned_latency_s = float(np.median(tuned_model.latency_s(inputs)))
+        check_started = time.perf_counter()
+        tuned_here = {digest for digest, row in rows.items() if row.status == "tuned"}
+        decision = _final_choice_in_model(backend, prepared, options, codegen, keys, tuned_here, run, progress)
+        _report_final_choice(report, decision, keys)
+        report.model_timing_s = time.perf_counter() - check_started
     report.elapsed_s = time.perf_counter() - started
     return report
 
 
 def _ops(kernel: LoweredKernel) -> tuple[str, ...]:
     return tuple(op for _, op in kernel.scop.ops)
+
+
+def _final_choice_in_model(
+    backend: Backend, prepared: PreparedModel, options: BuildOptions, codegen: CodegenConfig, keys: Mapping[str, object], tuned_here: set[str], run: _ModelRun, progress: TuningProgress
+) -> InModelDecision:
+    """Time the final choice inside the model and reject the recipes tuned by this run (the
+    records of ``tuned_here``, by key digest) that lose there (:func:`check_in_model`); a
+    rejected record is rewritten with the kernel's default recipe. The tuned models are built
+    from the records as ``polytf.load`` builds them (:func:`stored_recipes`), on the same
+    backend (target, threads, code cache).
+
+    Raises:
+        CacheError: the storage cannot be read or written.
+    """
+    progress.message("timing the final choice inside the model (default recipes vs tuned, alternating blocks of calls)")
+    stored = stored_recipes(prepared, options, backend.target, backend.threads, codegen)
+    default_model = backend.build_model(prepared, {})
+    every_tuned = backend.build_model(prepared, cached=stored)
+    groups: dict[str, list[str]] = {}
+    for kernel in prepared.kernels:
+        name, digest = kernel.scop.name, keys[kernel.scop.name].digest()
+        if digest in tuned_here and every_tuned.recipes.get(name) != default_model.recipes.get(name):
+            groups.setdefault(digest, []).append(name)
+    grouped = {name for names in groups.values() for name in names}
+    others_tuned = any(recipe != default_model.recipes.get(name) for name, recipe in every_tuned.recipes.items() if name not in grouped)
+    built: dict[frozenset[str], Model] = {frozenset(groups): every_tuned}
+    if not others_tuned:
+        built.setdefault(frozenset(), default_model)
+
+    def build(kept: frozenset[str]) -> Model:
+        if kept not in built:  # the rejected groups' kernels on their default recipe, the others from their records
+            fallback = {name: None for group, names in groups.items() if group not in kept for name in names}
+            built[kept] = backend.build_model(prepared, fallback, cached=stored)
+        return built[kept]
+
+    inputs = sample_inputs(default_model.input_types, run.seed)
+
+    def timer(default: Model, tuned: Model):
+        with run.measurement_lock:
+            return alternating_timings(default, tuned, inputs)
+
+    decision = check_in_model(groups, build, timer, default_model)
+    if decision.rejected:
+        with reading_records(options, "write the choice inside the model to") as records:
+            for digest in sorted(decision.rejected):
+                name = groups[digest][0]
+                key = keys[name]
+                record = records.load(key)
+                if record is None or record.schedule_recipe != every_tuned.recipes[name]:
+                    continue  # another tuner rewrote it meanwhile: its choice, not the one measured here
+                records.save(replace(record, recipe=default_model.recipes[name].to_dict(), best_latency_s=record.default_latency_s), key)
+    return decision
+
+
+def _report_final_choice(report: TuneReport, decision: InModelDecision, keys: Mapping[str, object]) -> None:
+    """The in-model figures and verdicts into ``report`` (its rows marked kept or rejected)."""
+    report.model_default_latency_s = decision.default_latency_s
+    report.model_tuned_latency_s = decision.tuned_latency_s
+    report.model_all_tuned_latency_s = decision.all_tuned_latency_s
+    report.rejected_as_a_whole = decision.rejected_as_a_whole
+    report.model_timing_calls = decision.calls
+    judged = decision.kept | decision.rejected
+    seen: set[str] = set()
+    rejected_names = []
+    for index, row in enumerate(report.kernels):
+        digest = keys[row.kernel].digest()
+        if digest not in judged:
+            continue
+        verdict = "rejected" if digest in decision.rejected else "kept"
+        default_s, tuned_s = decision.group_latency_s.get(digest, (math.nan, math.nan)) if digest not in seen else (math.nan, math.nan)
+        changes = {"in_model": verdict, "in_model_default_s": default_s, "in_model_tuned_s": tuned_s}
+        if verdict == "rejected":
+            changes.update(tuned_latency_s=row.default_latency_s, recipe=f"default (the tuned {row.recipe} lost inside the model)")
+            if digest not in seen:
+                rejected_names.append(row.kernel)
+        report.kernels[index] = replace(row, **changes)
+        seen.add(digest)
+    report.rejected_in_model = tuple(rejected_names)
 
 
 @dataclass

@@ -3,7 +3,10 @@
 Calls :func:`polytf.autotune.model_tuner.tune_model` with the model and build options of the
 arguments (:mod:`polytf.cli.model_options`), showing progress as it goes
 (:class:`~polytf.cli.tuning_progress.RichTuningProgress`); exit status 130 when Ctrl-C
-stopped it (finished work is saved).
+stopped it (finished work is saved). The table has, per kernel tuned by this run, its
+verdict inside the model (kept or rejected, with its time there under the default and the
+tuned recipe: :mod:`polytf.autotune.in_model_check`), and the model latency line is the
+default and the tuned model timed against each other there.
 """
 
 from __future__ import annotations
@@ -13,14 +16,14 @@ from dataclasses import replace
 
 from rich.table import Table
 
-from polytf.autotune.model_tuner import TuneReport, tune_model
+from polytf.autotune.model_tuner import KernelReport, TuneReport, tune_model
 from polytf.cli.console import console, format_seconds, print_host_nodes, stdout
 from polytf.cli.model_options import build_options, model_source
 from polytf.cli.tuning_progress import RichTuningProgress
 from polytf.config import TuningConfig
 from polytf.durations import format_duration
 
-__all__ = ["execute", "print_tune_report", "summarize_failures"]
+__all__ = ["execute", "in_model_cell", "print_tune_report", "summarize_failures"]
 
 
 def execute(arguments: argparse.Namespace) -> int:
@@ -51,7 +54,8 @@ def print_tune_report(report: TuneReport) -> None:
     budget = report.time_budget_s is not None
     where = "target cuda" if report.target == "cuda" else f"{report.threads} thread{'s' if report.threads > 1 else ''}"
     table = Table(title=f"polytf tune {report.model} ({where})")
-    columns = ("kernel", "ops", "default", "tuned", "speedup", "trials", *(("budget spent",) if budget else ()), "status")
+    judged = any(row.in_model for row in report.kernels)  # the final choice timed inside the model
+    columns = ("kernel", "ops", "default", "tuned", "speedup", "trials", *(("budget spent",) if budget else ()), "status", *(("in the model",) if judged else ()))
     for column in columns:
         table.add_column(column, justify="right" if column in ("default", "tuned", "speedup", "trials", "budget spent") else "left")
     for row in report.kernels:
@@ -59,7 +63,8 @@ def print_tune_report(report: TuneReport) -> None:
         # under a budget: the trials this run gave the kernel and the seconds they took
         spent = (f"{row.trials_here} trial{'s' if row.trials_here != 1 else ''}, {row.tuning_s:.1f} s" if row.status in ("tuned", "interrupted") else "-",) if budget else ()
         speedup = f"{row.speedup:.2f}x" if row.speedup == row.speedup else "-"  # NaN: a kernel the budget skipped
-        table.add_row(row.kernel, "+".join(row.ops), format_seconds(row.default_latency_s), format_seconds(row.tuned_latency_s), speedup, trials, *spent, row.status)
+        in_model = (in_model_cell(row),) if judged else ()
+        table.add_row(row.kernel, "+".join(row.ops), format_seconds(row.default_latency_s), format_seconds(row.tuned_latency_s), speedup, trials, *spent, row.status, *in_model)
     stdout.print(table)
     if budget:
         tuning_s = sum(row.tuning_s for row in report.kernels)
@@ -70,8 +75,21 @@ def print_tune_report(report: TuneReport) -> None:
         )
     if report.model_tuned_latency_s == report.model_tuned_latency_s:
         speedup = report.model_default_latency_s / report.model_tuned_latency_s
+        calls = f"; {report.model_timing_calls} calls of each, alternating blocks, medians; {report.model_timing_s:.1f} s" if report.model_timing_calls else ""
         stdout.print(
             f"model latency: default {format_seconds(report.model_default_latency_s)} -> tuned {format_seconds(report.model_tuned_latency_s)} ({speedup:.2f}x)"
+            + f" (timed inside the model{calls})"
+        )
+    if report.rejected_in_model:
+        count = len(report.rejected_in_model)
+        why = (
+            f"the recipes tuned now did not make the model faster as a whole ({format_seconds(report.model_all_tuned_latency_s)} with all of them)"
+            if report.rejected_as_a_whole
+            else "their tuned recipe lost to the default one there"
+        )
+        stdout.print(
+            f"rejected inside the model: {count} kernel{'s' if count > 1 else ''} ({', '.join(report.rejected_in_model)}): {why}; their records hold the default recipe",
+            markup=False, highlight=False, soft_wrap=True,
         )
     for row in report.kernels:
         if row.failures:
@@ -80,6 +98,16 @@ def print_tune_report(report: TuneReport) -> None:
     print_host_nodes(report.host_nodes)
     throughput = f" ({report.trials_per_minute:.0f} per minute of tuning)" if report.trials_per_minute == report.trials_per_minute else ""
     stdout.print(f"new trials: {report.new_trials}{throughput}; elapsed {report.elapsed_s:.1f} s; records in {report.cache_dir}")
+
+
+def in_model_cell(row: KernelReport) -> str:
+    """``"kept (1.2 ms -> 0.9 ms)"``: a kernel's verdict inside the model, with its time there
+    under the default and the tuned recipe ("" when it was not judged)."""
+    if not row.in_model:
+        return ""
+    if row.in_model_default_s == row.in_model_default_s:  # NaN: judged with the whole model, or a shared kernel
+        return f"{row.in_model} ({format_seconds(row.in_model_default_s)} -> {format_seconds(row.in_model_tuned_s)})"
+    return row.in_model
 
 
 def summarize_failures(failures, limit: int = 6) -> str:
