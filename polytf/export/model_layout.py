@@ -15,14 +15,19 @@ CONSTANT                ``weights + offset``: graph constants and weights packed
                         aligned in one read-only blob
 INTERMEDIATE, PRIVATE   ``workspace + offset``: tensors between kernels, kernel temporaries and
                         scratch (zero-padded, im2col and packed copies), each 64-byte aligned
+UNREAD                  ``weights``: a weight the kernel reads only through its copy packed at
+                        export (never dereferenced; the original is not in the blob)
 ======================  =========================================================================
 
 The workspace starts with a :data:`WORKSPACE_HEADER_BYTES` header holding the model's tag;
 the entry function zero-fills the scratch arrays of a workspace whose header does not hold it
 (a new one) before the first kernel, because scratch arrays must start zeroed as the
 runtime's do (a padded copy's halo is written by nobody); intermediates and temporaries are
-written before they are read, as in the runtime's uninitialised buffers. Buffers are never shared between two tensors: the
-workspace is as large as one execution context of ``polytf.load``.
+written before they are read, as in the runtime's uninitialised buffers. The intermediates,
+temporaries and the scratch arrays that their copies write whole on every call share one arena
+after the header by liveness, at the offsets of the memory plan that ``polytf.load``'s execution
+contexts use (:mod:`polytf.plan.memory_plan`); the other scratch arrays follow it, each its own,
+zeroed. The workspace is as large as one execution context of ``polytf.load``.
 
 Every buffer is checked here to hold at least the bytes its kernel's access relations need
 (``argument_bytes``), as :class:`~polytf.runtime.cpu.argument_table.ArgumentTable` checks before
@@ -44,9 +49,10 @@ from polytf.graph import Graph
 from polytf.lowering.host_fallback import HostStep
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.plan.binding_plan import plan_model
-from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, KernelPlan
+from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, UNREAD, KernelPlan
 from polytf.plan.buffers import ALIGNMENT_BYTES
 from polytf.plan.constant_layout import ModelConstants
+from polytf.plan.memory_plan import MemoryPlan, plan_memory, temporary_key
 from polytf.poly.access_bounds import array_bytes
 from polytf.schedules.target_limits import round_up
 
@@ -173,6 +179,9 @@ class ModelLayout:
             (the scratch arrays, adjacent ones merged).
         tag: 64-bit identity of this export (weights and layout): written into a
             workspace's header and the weights file, checked on use.
+        arena_offset: where the arena of the intermediates and temporaries starts in the
+            workspace (their ``workspace_entries`` overlap where ``memory_plan`` lets them).
+        memory_plan: the offsets inside that arena (:mod:`polytf.plan.memory_plan`).
     """
 
     inputs: tuple[TensorPort, ...]
@@ -185,6 +194,8 @@ class ModelLayout:
     workspace_entries: tuple[tuple[str, int, int], ...]
     tag: int
     zeroed: tuple[tuple[int, int], ...] = ()
+    arena_offset: int = WORKSPACE_HEADER_BYTES
+    memory_plan: MemoryPlan | None = None
 
 
 def c_identifiers(names: Sequence[str], taken: set[str]) -> list[str]:
@@ -244,6 +255,9 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
         )
     for storage in plan.constants:
         constants.constant(storage)
+    # a weight whose every reader takes its packed copy is not in the blob
+    read = set(plan.constants) | {b.key for step in plan.kernel_plans for b in step.bindings if b.kind == CONSTANT}
+    weight_values = {key: value for key, value in constants.values.items() if key in read}
 
     taken = set(RESERVED_NAMES)
     placeholders = list(graph.placeholders)
@@ -265,14 +279,14 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
     # weights: every constant buffer, 64-byte aligned, in first-use order
     weight_offsets: dict[str, int] = {}
     entries, offset = [], 0
-    for key, value in constants.values.items():
+    for key, value in weight_values.items():
         offset = _aligned(offset)
         weight_offsets[key] = offset
         entries.append((key, offset, value.nbytes))
         offset += value.nbytes
     blob = bytearray(offset)
     for key, start, nbytes in entries:
-        blob[start : start + nbytes] = np.ascontiguousarray(constants.values[key]).tobytes()
+        blob[start : start + nbytes] = np.ascontiguousarray(weight_values[key]).tobytes()
 
     # which output pointer holds each direct output (the first output of that storage)
     output_of_storage: dict[str, int] = {}
@@ -297,11 +311,19 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
                 zeroed.append((start, nbytes))
         return start
 
+    # intermediates and temporaries: one arena shared by liveness, right after the header
+    memory = plan_memory(plan)
+    arena = _aligned(cursor)
+    cursor = arena + memory.arena_bytes
+    planned_bytes = {lifetime.key: lifetime.nbytes for lifetime in memory.lifetimes}
+    for lifetime in memory.lifetimes:
+        workspace.append((lifetime.key, arena + memory.offsets[lifetime.key], lifetime.nbytes))
     intermediate_bytes = {storage: int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize for storage, (shape, dtype) in plan.intermediates.items()}
-    intermediate_offsets = {storage: reserve(storage, nbytes) for storage, nbytes in intermediate_bytes.items()}
+    intermediate_offsets = {storage: arena + memory.offsets[storage] for storage in intermediate_bytes}
 
-    def sized(binding, slot_bytes: int, info) -> tuple[BufferAddress, int]:
-        """The address of a binding and the bytes there."""
+    def sized(binding, slot_bytes: int, info, key: str) -> tuple[BufferAddress, int]:
+        """The address of a binding and the bytes there (``key``: the binding's
+        :func:`~polytf.plan.memory_plan.temporary_key`)."""
         if binding.kind == INPUT:
             port = input_index[binding.key]
             return BufferAddress(INPUT_POINTER, port), inputs[port].nbytes
@@ -309,7 +331,11 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
             port = output_of_storage[binding.key]
             return BufferAddress(OUTPUT_POINTER, port), outputs[port].nbytes
         if binding.kind == CONSTANT:
-            return BufferAddress(WEIGHTS, weight_offsets[binding.key]), constants.values[binding.key].nbytes
+            return BufferAddress(WEIGHTS, weight_offsets[binding.key]), weight_values[binding.key].nbytes
+        if binding.kind == UNREAD:  # the kernel's code never reads it: any valid address, no bytes needed
+            return BufferAddress(WEIGHTS, 0), slot_bytes
+        if key in memory.offsets:  # a temporary, in the arena
+            return BufferAddress(WORKSPACE, arena + memory.offsets[key]), planned_bytes[key]
         if binding.kind == INTERMEDIATE:
             return BufferAddress(WORKSPACE, intermediate_offsets[binding.key]), intermediate_bytes[binding.key]
         own = max(slot_bytes, array_bytes(info))
@@ -317,12 +343,12 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
         return BufferAddress(WORKSPACE, reserve(what, own, zero=info.role == "scratch")), own
 
     calls = []
-    for step in plan.steps:
+    for position, step in enumerate(plan.steps):
         assert isinstance(step, KernelPlan)
         kernel: LinkableKernel = step.kernel
         arguments = []
         for slot, (binding, info) in enumerate(zip(step.bindings, kernel.arrays)):
-            address, available = sized(binding, kernel.argument_bytes[slot], info)
+            address, available = sized(binding, kernel.argument_bytes[slot], info, temporary_key(position, slot))
             if available < kernel.argument_bytes[slot]:
                 raise CompileError(
                     f"kernel {kernel.symbol}: array {info.name} ({info.tensor or info.role}) gets {available} bytes, "
@@ -353,4 +379,4 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
     digest = hashlib.sha256(bytes(blob))
     digest.update(repr((inputs, outputs, [(c.kernel.symbol, c.arguments) for c in calls], workspace)).encode())
     tag = int.from_bytes(digest.digest()[:8], "little") | 1  # never 0: a zeroed header is a new workspace
-    return ModelLayout(inputs, outputs, tuple(calls), tuple(copies), bytes(blob), tuple(entries), _aligned(cursor), tuple(workspace), tag, tuple(zeroed))
+    return ModelLayout(inputs, outputs, tuple(calls), tuple(copies), bytes(blob), tuple(entries), _aligned(cursor), tuple(workspace), tag, tuple(zeroed), arena, memory)

@@ -5,7 +5,10 @@ argument of a kernel, and each input and output of a host step, is bound to a bu
 one kind (:mod:`polytf.runtime.cpu.execution_context`): a placeholder's value (INPUT), a graph
 constant (CONSTANT), a fresh output array (OUTPUT), a tensor passed between steps
 (INTERMEDIATE, one buffer per execution context) or a kernel temporary (PRIVATE). Views
-(Reshape, Squeeze, ...) share their source's buffer (:func:`resolve_view`).
+(Reshape, Squeeze, ...) share their source's buffer (:func:`resolve_view`). A constant
+that a kernel reads only through the copy its caller packs ahead of time
+(:mod:`polytf.plan.constant_layout`) is UNREAD in that kernel: no buffer, so a weight read
+by nothing else is kept in its packed form only (:func:`arrays_read_ahead_only`).
 
 :func:`plan_model` decides this once, for the CPU runtime
 (:class:`~polytf.runtime.cpu.compiled_model.CompiledModel`, host buffers) and the CUDA runtime
@@ -16,18 +19,23 @@ makes the buffers of its own memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from polytf.errors import GraphError
 from polytf.graph import Graph, split_tensor_name
 from polytf.lowering.host_fallback import HostStep
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.passes.fusion import resolve_view
-from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, PRIVATE, HostPlan, KernelPlan, SlotBinding
-from polytf.poly.access_bounds import run_time_index_checks
+from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, PRIVATE, UNREAD, HostPlan, KernelPlan, SlotBinding
+from polytf.poly.access_bounds import array_box, run_time_index_checks
+from polytf.poly.affine import AffineExpr
 from polytf.poly.numerics_checks import run_time_numerics_checks
+from polytf.poly.scop import Scop
+from polytf.poly.statement import CopyKind
+from polytf.schedules.data_layout import SCRATCH, apply_data_layout
+from polytf.schedules.recipe import CpuRecipe
 
-__all__ = ["ModelPlan", "output_key", "plan_model"]
+__all__ = ["ModelPlan", "arrays_read_ahead_only", "output_key", "plan_model", "scratch_written_whole"]
 
 
 def output_key(tensor: str) -> str:
@@ -44,13 +52,16 @@ class ModelPlan:
         steps: a :class:`KernelPlan` per kernel and a :class:`HostPlan` per host step,
             execution order.
         constants: storage tensors of the graph constants that some step or output reads
-            (each needs one shared buffer), first use first.
+            (each needs one shared buffer), first use first; a constant every kernel reads
+            only in a packed copy is not among them.
         intermediates: storage tensor -> ``(shape, dtype)`` of each INTERMEDIATE buffer.
         direct_outputs: storage tensors of model outputs that a step writes straight into
             a fresh array on each call (sorted).
         direct_output_types: ``(storage, shape, dtype)`` of each direct output.
         outputs: ``(output name, storage tensor, shape)`` per graph output, in order.
         placeholder_of: storage tensor of each placeholder -> its name.
+        scratch_written_whole: step position -> the PRIVATE scratch arrays of that kernel that
+            its copies write entirely on every call (:func:`scratch_written_whole`).
     """
 
     steps: tuple[KernelPlan | HostPlan, ...]
@@ -60,10 +71,77 @@ class ModelPlan:
     direct_output_types: tuple[tuple[str, tuple[int, ...], str], ...]
     outputs: tuple[tuple[str, str, tuple[int, ...]], ...]
     placeholder_of: dict[str, str]
+    scratch_written_whole: dict[int, frozenset[str]] = field(default_factory=dict)
 
     @property
     def kernel_plans(self) -> tuple[KernelPlan, ...]:
         return tuple(step for step in self.steps if isinstance(step, KernelPlan))
+
+
+def kernel_code_scop(kernel: object) -> Scop:
+    """The Scop whose statements a CPU kernel's code runs: its Scop after the recipe's
+    data-layout transformations (:func:`polytf.schedules.data_layout.apply_data_layout`, a
+    pure function of the Scop and the recipe, as :func:`polytf.schedules.builder.schedule_scop`
+    applies it), constant copies included (they run ahead of time instead)."""
+    return apply_data_layout(kernel.scop, kernel.recipe)
+
+
+def scratch_written_whole(kernel: object, code: Scop | None = None) -> frozenset[str]:
+    """The scratch arrays of ``kernel`` that its copy statements write entirely on every call
+    (the union of the ranges of their write relations holds the array's box; the constant
+    copies, run ahead of time, left out). A copy without guards whose write index is its
+    iterators over the array's shape writes it whole without asking isl.
+
+    Args:
+        kernel: a compiled kernel (``scop``, ``recipe``, ``arrays``, ``constant_copies``).
+        code: :func:`kernel_code_scop` of it, if already made.
+    """
+    scratch = [info for info in kernel.arrays if info.role == SCRATCH]
+    if not scratch:
+        return frozenset()
+    ahead = {copy.name for copy in getattr(kernel, "constant_copies", ())}
+    code = code or kernel_code_scop(kernel)
+    result = set()
+    for info in scratch:
+        copies = [s for s in code.statements if s.write.array == info.name and s.name not in ahead and s.copy_kind is CopyKind.DATA_LAYOUT]
+        if any(
+            not s.constraints and tuple(s.extents) == tuple(info.shape) and s.write.index == tuple(AffineExpr.of(it) for it in s.iterators)
+            for s in copies
+        ):
+            result.add(info.name)
+            continue
+        if not copies:
+            continue
+        written = copies[0].access_map(copies[0].write).range()
+        for statement in copies[1:]:
+            written = written.union(statement.access_map(statement.write).range())
+        if array_box(info).is_subset(written):
+            result.add(info.name)
+    return frozenset(result)
+
+
+def arrays_read_ahead_only(kernel: object, code: Scop | None = None) -> frozenset[str]:
+    """The input arrays of ``kernel`` that only its constant copies read
+    (:attr:`~polytf.targets.kernel.Kernel.constant_copies`: weights packed into panels,
+    transformed ahead of time): its code, which the copies left, never reads them.
+
+    The kernel's code is that of its Scop after the recipe's data-layout transformations
+    (:func:`polytf.schedules.data_layout.apply_data_layout`, a pure function of the Scop and
+    the recipe, as :func:`polytf.schedules.builder.schedule_scop` applies it) less the
+    constant copies; an array none of its other statements reads is read only ahead of time.
+
+    Args:
+        kernel: a compiled kernel (``scop``, ``recipe``, ``constant_copies``).
+        code: :func:`kernel_code_scop` of it, if already made.
+    """
+    copies = tuple(getattr(kernel, "constant_copies", ()))
+    if not copies:
+        return frozenset()
+    sources = {access.array for copy in copies for access in copy.reads}
+    names = {copy.name for copy in copies}  # a cached kernel's copies may name another node: match by name
+    code = code or kernel_code_scop(kernel)
+    read = {access.array for statement in code.statements if statement.name not in names for access in statement.reads}
+    return frozenset(sources - read)
 
 
 def plan_model(
@@ -81,7 +159,8 @@ def plan_model(
         source: the model's file, for messages.
         caller_constants: for a kernel, ``{array name: constant key}`` of the arguments whose
             read-only values the caller supplies under that key (weights packed into panels
-            ahead of time); they are bound as CONSTANT with that key.
+            ahead of time); they are bound as CONSTANT with that key, and the constants
+            that only those copies read as UNREAD (:func:`arrays_read_ahead_only`).
 
     Raises:
         GraphError: a kernel or host step reads a tensor that no kernel, host step,
@@ -118,6 +197,7 @@ def plan_model(
         return None
 
     plans: list[KernelPlan | HostPlan] = []
+    whole: dict[int, frozenset[str]] = {}
     for item in steps:
         if isinstance(item, HostStep):
             sources = []
@@ -137,10 +217,18 @@ def plan_model(
             continue
         lowered, kernel = item
         supplied = dict(caller_constants(lowered, kernel)) if caller_constants else {}
+        scratch = isinstance(getattr(kernel, "recipe", None), CpuRecipe) and any(info.role == SCRATCH for info in kernel.arrays)
+        code = kernel_code_scop(kernel) if supplied or scratch else None
+        unread = arrays_read_ahead_only(kernel, code) if supplied else frozenset()
+        if scratch:
+            whole[len(plans)] = scratch_written_whole(kernel, code)
         bindings = []
         for info in kernel.arrays:
             if info.name in supplied:
                 bindings.append(SlotBinding(CONSTANT, supplied[info.name]))
+                continue
+            if info.name in unread:
+                bindings.append(SlotBinding(UNREAD))
                 continue
             tensor = lowered.array_tensors.get(info.name) if info.role in ("input", "output") else None
             if tensor is None:
@@ -159,4 +247,4 @@ def plan_model(
                 raise GraphError(f"model {source}: tensor '{storage}' is neither computed nor a constant")
             constants[storage] = None
     direct_types = tuple((s, tuple(graph.types[s].shape), graph.types[s].dtype) for s in direct_outputs)
-    return ModelPlan(tuple(plans), tuple(constants), intermediates, direct_outputs, direct_types, outputs, placeholders)
+    return ModelPlan(tuple(plans), tuple(constants), intermediates, direct_outputs, direct_types, outputs, placeholders, whole)

@@ -17,6 +17,7 @@ INPUT = "input"  # a placeholder's value, the caller's (converted) array, bound 
 OUTPUT = "output"  # a model output, a fresh array per call, bound per call
 INTERMEDIATE = "intermediate"  # a tensor passed between kernels, one buffer per context
 PRIVATE = "private"  # a kernel temporary or scratch array, one buffer per context and kernel
+UNREAD = "unread"  # a constant the kernel reads only through its copy packed ahead of time: no buffer
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class SlotBinding:
     """Where one kernel argument's buffer comes from.
 
     Attributes:
-        kind: one of CONSTANT, INPUT, OUTPUT, INTERMEDIATE, PRIVATE.
+        kind: one of CONSTANT, INPUT, OUTPUT, INTERMEDIATE, PRIVATE, UNREAD.
         key: the storage tensor (``"node:port"``) for CONSTANT, OUTPUT and INTERMEDIATE;
             the placeholder name for INPUT; empty for PRIVATE.
     """
@@ -61,4 +62,4 @@ class HostPlan:
     destinations: tuple[tuple[str, SlotBinding], ...]
 
 
-__all__ = ["CONSTANT", "INPUT", "OUTPUT", "INTERMEDIATE", "PRIVATE", "SlotBinding", "KernelPlan", "HostPlan"]
+__all__ = ["CONSTANT", "INPUT", "OUTPUT", "INTERMEDIATE", "PRIVATE", "UNREAD", "SlotBinding", "KernelPlan", "HostPlan"]

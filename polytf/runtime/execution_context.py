@@ -11,8 +11,8 @@ context from a :class:`~polytf.runtime.context_pool.ContextPool`, which makes a 
 when every context is in use, so concurrent calls never share a buffer.
 
 Every buffer a context allocates is bound (and so size-checked) once, when the context is
-built; only the caller's buffers (inputs, fresh outputs) are bound on each call
-(:meth:`ExecutionContext.bind`). Each target's context
+built (an UNREAD argument, which the kernel's code never reads, gets no buffer); only the
+caller's buffers (inputs, fresh outputs) are bound on each call (:meth:`ExecutionContext.bind`). Each target's context
 (:class:`~polytf.runtime.cpu.execution_context.CpuExecutionContext`,
 :class:`~polytf.runtime.cuda.execution_context.CudaExecutionContext`) says how a table is
 made and its temporaries allocated, and runs the steps.
@@ -24,7 +24,7 @@ import abc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, HostPlan, KernelPlan, SlotBinding
+from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, UNREAD, HostPlan, KernelPlan, SlotBinding
 
 __all__ = ["ExecutionContext"]
 
@@ -72,6 +72,8 @@ class ExecutionContext(abc.ABC):
                     table.bind(slot, intermediates[binding.key])
                 elif binding.kind in (INPUT, OUTPUT):
                     per_call.append((slot, binding))
+                elif binding.kind == UNREAD:  # only a copy packed ahead of time reads it: no buffer
+                    table.bind_unread(slot)
             self._allocate_private(table, plan)
             if plan.index_checks:
                 self._index_checks[id(table)] = [(table.slot(array), extent, node) for array, extent, node in plan.index_checks]

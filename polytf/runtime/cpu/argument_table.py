@@ -22,6 +22,9 @@ from polytf.errors import ShapeError
 from polytf.plan.buffers import aligned_empty, aligned_zeros
 from polytf.targets.target import CompiledKernel
 
+#: what :meth:`ArgumentTable.bind_unread` records for a slot: bound, with no array
+_UNREAD = np.empty(0, np.uint8)
+
 
 class ArgumentTable:
     """The ``void*[]`` argument table of one kernel, with checked bindings.
@@ -83,6 +86,15 @@ class ArgumentTable:
             f"{where} holds {array.nbytes} bytes, the kernel's accesses need {self.kernel.argument_bytes[slot]} (shape {list(info.shape)})"
         )
 
+    def bind_unread(self, slot: int) -> None:
+        """Mark ``slot`` as an argument the kernel's code never reads (a constant only its
+        copies packed ahead of time read: :func:`polytf.plan.binding_plan.arrays_read_ahead_only`):
+        its pointer is NULL, so a read of it would fault rather than return wrong values."""
+        if self._bound[slot] is None:
+            self._unbound -= 1
+        self._bound[slot] = _UNREAD
+        self.pointers[slot] = None
+
     def unbind(self, slot: int) -> None:
         """Clear ``slot`` (the kernel cannot run until it is bound again)."""
         if self._bound[slot] is not None:
@@ -105,11 +117,12 @@ class ArgumentTable:
 
     def bound_arrays(self) -> tuple[np.ndarray, ...]:
         """Every array bound now, slot order (what one call of the kernel may touch)."""
-        return tuple(array for array in self._bound if array is not None)
+        return tuple(array for array in self._bound if array is not None and array is not _UNREAD)
 
     def array(self, slot: int) -> np.ndarray | None:
-        """The array bound to ``slot`` (None when unbound)."""
-        return self._bound[slot]
+        """The array bound to ``slot`` (None when unbound or unread)."""
+        array = self._bound[slot]
+        return None if array is _UNREAD else array
 
     def run(self, threads: int) -> None:
         """Call the kernel once on the bound arrays (releases the GIL while it runs).

@@ -22,8 +22,9 @@ from polytf.graph import Graph
 from polytf.lowering.host_fallback import HostStep
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.plan.binding_plan import output_key, plan_model
-from polytf.plan.bindings import HostPlan
+from polytf.plan.bindings import CONSTANT, HostPlan
 from polytf.plan.constant_layout import ModelConstants
+from polytf.plan.memory_plan import MemoryPlan, plan_memory
 from polytf.runtime.context_pool import ContextPool
 from polytf.runtime.cpu.execution_context import CpuExecutionContext
 from polytf.runtime.input_checks import converted_inputs
@@ -64,11 +65,18 @@ class CompiledModel(Model):
         kernels: lowered kernels and their compiled code, and the host steps
             (:class:`~polytf.lowering.host_fallback.HostStep`) between them, in execution order.
         threads: threads each parallel kernel uses.
+        share_buffers: whether the intermediates, kernel temporaries and scratch arrays
+            written whole of a context share one arena by liveness
+            (:mod:`polytf.plan.memory_plan`); False gives each its own buffer (the same
+            results; for comparisons).
 
     Attributes:
         input_types, output_names, host_nodes, recipes, tuned_kernels: as a
             :class:`~polytf.runtime.model.Model`'s (``recipes``: CpuRecipes).
         threads: threads each parallel kernel uses.
+        memory_plan: the offsets of each context's planned buffers in its arena (computed
+            either way; used when ``share_buffers``).
+        share_buffers: as the argument.
 
     Raises:
         GraphError: a kernel reads a tensor that nothing provides (a polytf bug).
@@ -76,7 +84,12 @@ class CompiledModel(Model):
     """
 
     def __init__(
-        self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CompiledKernel] | HostStep], threads: int, source: str = ""
+        self,
+        graph: Graph,
+        kernels: Sequence[tuple[LoweredKernel, CompiledKernel] | HostStep],
+        threads: int,
+        source: str = "",
+        share_buffers: bool = True,
     ) -> None:
         self.host_nodes = tuple(step.node for step in kernels if isinstance(step, HostStep))
         self.graph = graph
@@ -88,7 +101,9 @@ class CompiledModel(Model):
         plan = plan_model(graph, kernels, self.source, constants.packed)
         for storage in plan.constants:
             constants.constant(storage)
-        self._constants = constants.values
+        # a weight whose every reader takes its packed copy is kept only in that form
+        read = set(plan.constants) | {b.key for step in plan.kernel_plans for b in step.bindings if b.kind == CONSTANT}
+        self._constants = {key: value for key, value in constants.values.items() if key in read}
         #: kernel-produced outputs are written straight into fresh arrays on each call
         self._direct_output_types = tuple((s, shape, np.dtype(dtype)) for s, shape, dtype in plan.direct_output_types)
         self._placeholder_of = plan.placeholder_of
@@ -96,14 +111,24 @@ class CompiledModel(Model):
         self._steps = plan.steps
         self._outputs = list(plan.outputs)
         self._intermediate_types = plan.intermediates
+        self.memory_plan: MemoryPlan = plan_memory(plan)
+        self.share_buffers = bool(share_buffers)
         self._contexts = ContextPool(self._new_context)
         with self._contexts.acquire():  # the first context, built (and its buffers checked) now
             pass
         self.recipes = {plan.kernel.scop.name: plan.kernel.recipe for plan in self._plans}
         self.tuned_kernels: tuple[str, ...] = ()
 
-    def _new_context(self) -> CpuExecutionContext:
-        return CpuExecutionContext(self._steps, self._constants, self._intermediate_types)
+    def _new_context(self, share_buffers: bool | None = None) -> CpuExecutionContext:
+        shared = self.share_buffers if share_buffers is None else share_buffers
+        return CpuExecutionContext(self._steps, self._constants, self._intermediate_types, self.memory_plan if shared else None)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of one execution context's planned buffers (intermediates, temporaries,
+        scratch arrays written whole): its arena with shared buffers, else the sum of their
+        (aligned) buffers; the scratch arrays with their own zero-filled buffers not included."""
+        return self.memory_plan.arena_bytes if self.share_buffers else self.memory_plan.unshared_bytes
 
     @property
     def kernels(self) -> tuple[CompiledKernel, ...]:
@@ -202,17 +227,26 @@ class CompiledModel(Model):
         """Each kernel (execution order) with the seconds of ``repeats`` calls of it alone, on
         the values of one model call on ``inputs`` (after ``warmup`` whole calls), its
         operands hot in the caches from its previous call (:meth:`timed_calls` times the
-        kernels where the model runs them)."""
-        with self._bound_context(inputs) as context:
+        kernels where the model runs them). The kernels run on a context of their own whose
+        buffers are not shared (a kernel run alone finds its operands as the whole call left
+        them, not overwritten by later kernels that share their memory)."""
+        with self._bound_context(inputs, pooled=False) as context:
             latencies = context.kernel_latencies(self.threads, repeats, warmup)
         return list(zip(self.kernels, latencies))
 
     @contextlib.contextmanager
-    def _bound_context(self, inputs: Mapping[str, np.ndarray]) -> Iterator[CpuExecutionContext]:
-        """A pooled context with ``inputs`` (converted once) and fresh outputs bound, for
-        timing the kernels outside the conversion."""
+    def _bound_context(self, inputs: Mapping[str, np.ndarray], pooled: bool = True) -> Iterator[CpuExecutionContext]:
+        """A context with ``inputs`` (converted once) and fresh outputs bound, for timing the
+        kernels outside the conversion: a pooled one, or (``pooled=False``) a new one with a
+        buffer of its own for every intermediate, temporary and scratch array."""
         bound = self._converted_inputs(inputs)
         fresh = {storage: np.empty(shape, dtype) for storage, shape, dtype in self._direct_output_types}
+        if not pooled:
+            context = self._new_context(share_buffers=False)
+            context.bind(bound, fresh)
+            yield context
+            context.unbind()
+            return
         with self._contexts.acquire() as context:
             context.bind(bound, fresh)
             yield context

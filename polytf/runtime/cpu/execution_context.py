@@ -1,6 +1,11 @@
 """The CPU's execution context: one call's intermediate, temporary and scratch buffers in
 host memory, and the argument table of each kernel (:mod:`polytf.runtime.execution_context`).
 
+With a memory plan (:mod:`polytf.plan.memory_plan`) the intermediates, kernel temporaries and
+the scratch arrays their copies write whole on every call are views of one arena per context,
+at the plan's offsets (buffers never live at the same step share memory); the other scratch
+arrays keep zero-filled buffers of their own. Without one, every buffer is its own allocation.
+
 Host steps (:mod:`polytf.lowering.host_fallback`) run between the kernels on the same
 buffers; a run-time gather's indices are checked before its kernel runs, a CheckNumerics
 node's status after it ran.
@@ -13,8 +18,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from polytf.plan.bindings import HostPlan, KernelPlan
+from polytf.plan.bindings import PRIVATE, HostPlan, KernelPlan
 from polytf.plan.buffers import aligned_empty
+from polytf.plan.memory_plan import MemoryPlan, temporary_key
 from polytf.runtime.cpu.argument_table import ArgumentTable
 from polytf.runtime.execution_context import ExecutionContext
 from polytf.runtime.index_checks import check_indices
@@ -31,6 +37,13 @@ class CpuExecutionContext(ExecutionContext):
         plans: the model's kernels in execution order.
         constants: storage tensor -> the shared constant buffer.
         intermediate_types: storage tensor -> ``(shape, dtype)`` of each INTERMEDIATE.
+        memory_plan: offsets of the intermediates and temporaries in one arena
+            (:func:`polytf.plan.memory_plan.plan_memory` of the same plans); None: a
+            buffer of its own for each.
+
+    Attributes:
+        arena: the buffer holding every planned intermediate, temporary and scratch array
+            (uint8, 64-byte aligned; empty without a memory plan).
 
     Raises:
         ShapeError: a buffer does not fit its kernel (see :meth:`ArgumentTable.bind`).
@@ -41,14 +54,28 @@ class CpuExecutionContext(ExecutionContext):
         plans: Sequence[KernelPlan | HostPlan],
         constants: Mapping[str, np.ndarray],
         intermediate_types: Mapping[str, tuple[tuple[int, ...], str]],
+        memory_plan: MemoryPlan | None = None,
     ) -> None:
-        super().__init__(plans, constants, {storage: aligned_empty(shape, dtype) for storage, (shape, dtype) in intermediate_types.items()})
+        self._memory_plan = memory_plan
+        self._positions = {id(plan): position for position, plan in enumerate(plans)}
+        self.arena = aligned_empty((memory_plan.arena_bytes if memory_plan else 0,), "uint8")
+        if memory_plan is None:
+            intermediates = {storage: aligned_empty(shape, dtype) for storage, (shape, dtype) in intermediate_types.items()}
+        else:
+            intermediates = {storage: memory_plan.view(self.arena, storage, shape, dtype) for storage, (shape, dtype) in intermediate_types.items()}
+        super().__init__(plans, constants, intermediates)
 
     def _new_table(self, plan: KernelPlan) -> ArgumentTable:
         return ArgumentTable(plan.kernel)
 
     def _allocate_private(self, table: ArgumentTable, plan: KernelPlan) -> None:
-        table.allocate_unbound()  # temporaries and scratch (PRIVATE), zero-filled scratch
+        if self._memory_plan is not None:  # temporaries and scratch written whole: in the arena
+            position = self._positions[id(plan)]
+            for slot, (binding, info) in enumerate(zip(plan.bindings, plan.kernel.arrays)):
+                key = temporary_key(position, slot)
+                if binding.kind == PRIVATE and key in self._memory_plan.offsets:
+                    table.bind(slot, self._memory_plan.view(self.arena, key, tuple(info.shape), info.dtype))
+        table.allocate_unbound()  # the other PRIVATE arrays: own buffers, scratch zero-filled
 
     def run(self, threads: int, clock: list[float] | None = None) -> None:
         """Run every kernel and host step once, in order, on the bound arrays.

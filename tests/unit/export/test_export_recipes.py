@@ -80,8 +80,16 @@ def test_layout_gives_every_buffer_its_own_aligned_bytes(frozen_model):
     layout = layout_model(prepared.graph, steps, path.name)
     regions = sorted((offset, offset + nbytes) for _, offset, nbytes in layout.workspace_entries)
     assert regions[0][0] >= WORKSPACE_HEADER_BYTES and regions[-1][1] <= layout.workspace_bytes
-    assert all(end <= start for (_, end), (start, _) in zip(regions, regions[1:]))
     assert all(start % ALIGNMENT_BYTES == 0 for start, _ in regions)
+    # buffers share memory only when never live at the same step (the memory plan's arena); scratch has its own
+    plan = layout.memory_plan
+    lifetimes = {b.key: b for b in plan.lifetimes}
+    entries = [(key, offset, offset + nbytes) for key, offset, nbytes in layout.workspace_entries]
+    for i, (key, start, end) in enumerate(entries):
+        for other, other_start, other_end in entries[i + 1 :]:
+            if start < other_end and other_start < end:
+                assert key in lifetimes and other in lifetimes and not lifetimes[key].overlaps(lifetimes[other]), (key, other)
+    assert layout.arena_offset + plan.arena_bytes <= layout.workspace_bytes
     weights = sorted((offset, offset + nbytes) for _, offset, nbytes in layout.weight_entries)
     assert all(end <= start for (_, end), (start, _) in zip(weights, weights[1:])) and weights[-1][1] == len(layout.weights)
     constants = prepared.graph.constants
