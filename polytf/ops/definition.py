@@ -120,6 +120,10 @@ class OpDefinition:
             batch normalization), see :data:`AffineFunction`.
         expand: the op is rewritten into other ops before lowering
             (:class:`~polytf.ops.expansion.Expansion`).
+        reduces_axes: the op combines its data input's elements along axes (``Sum``, ``Mean``,
+            ``Max``, ``Min``, ``Prod``, ``All``, ``Any``; ``Softmax`` along its last): the fusion
+            partition lets a float32 one join the kernel of its element-wise producer (XLA's
+            input fusion).
         space_batch: the op moves blocks of spatial positions into the batch or back
             (:class:`~polytf.ops.traits.SpaceBatchMove`: ``SpaceToBatchND``, ``BatchToSpaceND``).
 
@@ -148,6 +152,7 @@ class OpDefinition:
     affine: AffineFunction | None = field(default=None, kw_only=True)
     expand: Expansion | None = field(default=None, kw_only=True)
     space_batch: SpaceBatchMove | None = field(default=None, kw_only=True)
+    reduces_axes: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

@@ -211,7 +211,8 @@ def lower(node, inputs, outputs, context):
 
 def _define(op: str, dtypes: tuple[str, ...] = ("float32", "int32", "int64")) -> OpDefinition:
     return OpDefinition(
-        op, REDUCTION, infer, reference, lower, data_inputs=(0,), source=f"tensorflow/core/ops/math_ops.cc: {op}", dtypes=dtypes, foldable=True, arity=Arity(2, 2)
+        op, REDUCTION, infer, reference, lower, data_inputs=(0,), source=f"tensorflow/core/ops/math_ops.cc: {op}", dtypes=dtypes, foldable=True, arity=Arity(2, 2),
+        reduces_axes=True,
     )
 
 

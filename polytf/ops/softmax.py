@@ -80,5 +80,5 @@ def lower(node, inputs, outputs, context):
 
 
 SOFTMAX = OpDefinition(
-    "Softmax", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Softmax", arity=Arity(1, 1),
+    "Softmax", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Softmax", arity=Arity(1, 1), reduces_axes=True,
 )

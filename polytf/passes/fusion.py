@@ -11,7 +11,19 @@ nodes: a longer chain becomes several kernels, so that the polyhedral work per k
 bounded and compile time grows linearly with the graph. Only float32 nodes fuse into a
 contraction's group: comparisons, casts and selections on bool masks or integers start
 their own, so a contraction's micro-kernel epilogue stays float32 arithmetic; they fuse
-with each other and into reductions (an expanded ``ArgMax``'s mask and selection). View ops
+with each other and into reductions (an expanded ``ArgMax``'s mask and selection).
+
+Normalizations (LayerNorm, softmax with a mask) fuse into one kernel, with three more rules for
+groups without contractions or data movement (element-wise nodes and reductions over axes,
+trait ``reduces_axes``), after XLA's input and sibling multi-output fusion
+(xla/service/gpu/gpu_fusible.cc, multi_output_fusion.cc): a float32 reduction joins the
+group of its data input's producer; a float32 element-wise node joins a group that holds a
+node of its shape reading the same data inputs (``x - mean`` and ``SquaredDifference(x,
+mean)``); and a float32 element-wise node that reads a value of such a group joins it when its
+shape is one that a reduction of the group reduces (``(x - mean) * rsqrt(variance)``). So a
+LayerNorm becomes one kernel that passes twice over each row while the row is in cache, and an
+attention mask's select or add runs in the softmax's kernel. A reduction never joins a
+contraction's group. View ops
 (Identity, Reshape, Squeeze) emit no code: their output aliases their input's buffer. Nodes that run on the
 host (through their numpy reference: :mod:`polytf.lowering.host_fallback`) each form a
 group of their own that nothing fuses into, as XLA leaves unclustered nodes to
@@ -84,11 +96,14 @@ def partition(
     max_group_nodes = max(1, int(max_group_nodes))
     group_of_node: dict[str, int] = {}
     members: list[list[str]] = []
+    readers: dict[tuple, int] = {}  # (data inputs, output shape) of an element-wise node -> its group
     for name in graph.nodes:
         if not is_compute(graph, name):
             continue
         node = graph.nodes[name]
         target = None
+        if fuse and name not in host_nodes and lookup(node.op).reduces_axes:
+            target = _reduction_target(graph, name, members, group_of_node, host_nodes, max_group_nodes)
         if fuse and name not in host_nodes and lookup(node.op).category == ELEMENTWISE:
             output_type = graph.types[node.output(0)]
             float_only = _float_only(graph, name)
@@ -101,12 +116,18 @@ def partition(
                     if len(members[candidate]) < max_group_nodes and _inputs_allowed(graph, name, candidate, group_of_node):
                         target = candidate
                         break
+            if target is None:
+                target = _sibling_target(graph, name, members, readers, group_of_node, max_group_nodes)
+            if target is None:
+                target = _row_consumer_target(graph, name, members, group_of_node, host_nodes, max_group_nodes)
         if target is None:
             members.append([name])
             group_of_node[name] = len(members) - 1
         else:
             members[target].append(name)
             group_of_node[name] = target
+        if lookup(node.op).category == ELEMENTWISE and name not in host_nodes:
+            readers.setdefault(_reader_key(graph, name), group_of_node[name])
 
     consumers = graph.consumers()
     outputs_wanted = {resolve_view(graph, t) for t in graph.outputs}
@@ -160,3 +181,92 @@ def _inputs_allowed(graph: Graph, name: str, candidate: int, group_of_node: dict
         if producer in group_of_node and group_of_node[producer] > candidate:
             return False
     return True
+
+
+def _sibling_target(
+    graph: Graph,
+    name: str,
+    members: list[list[str]],
+    readers: dict[tuple, int],
+    group_of_node: dict[str, int],
+    max_group_nodes: int,
+) -> int | None:
+    """The group a float32 element-wise node joins as a sibling: a group of element-wise nodes
+    and reductions (:func:`_normalization_group`) that holds a node of the same output shape
+    reading the same data inputs (``readers``: (inputs, shape) -> group), as XLA's sibling
+    multi-output fusion: a LayerNorm's ``x - mean`` and ``SquaredDifference(x, mean)`` read
+    ``x`` once; None when there is none."""
+    candidate = readers.get(_reader_key(graph, name))
+    if candidate is None or not _float_only(graph, name) or len(members[candidate]) >= max_group_nodes:
+        return None
+    if not _normalization_group(graph, members[candidate]):
+        return None
+    return candidate if _inputs_allowed(graph, name, candidate, group_of_node) else None
+
+
+def _reader_key(graph: Graph, name: str) -> tuple:
+    """What sibling fusion compares: a node's data inputs (as a set) and its output shape."""
+    return frozenset(data_inputs(graph, name)), graph.types[graph.nodes[name].output(0)].shape
+
+
+def _reduction_target(
+    graph: Graph,
+    name: str,
+    members: list[list[str]],
+    group_of_node: dict[str, int],
+    host_nodes: frozenset[str],
+    max_group_nodes: int,
+) -> int | None:
+    """The group a float32 reduction over axes joins: the group of its data input's producer
+    when that group holds element-wise nodes and reductions only (:func:`_normalization_group`;
+    XLA's input fusion of a reduction with its element-wise producers: LayerNorm's
+    ``Mean(SquaredDifference(x, mean))`` reads the squared differences while they are in
+    cache); None: it starts a group of its own."""
+    inputs = data_inputs(graph, name)
+    if len(inputs) != 1 or not _float_only(graph, name):
+        return None
+    producer = graph.producer(inputs[0]).name
+    if producer not in group_of_node or producer in host_nodes:
+        return None
+    candidate = group_of_node[producer]
+    if not _normalization_group(graph, members[candidate]):
+        return None
+    if len(members[candidate]) >= max_group_nodes or not _inputs_allowed(graph, name, candidate, group_of_node):
+        return None
+    return candidate
+
+
+def _normalization_group(graph: Graph, names: list[str]) -> bool:
+    """A group of element-wise nodes and reductions over axes only (no contraction, no data
+    movement): the groups reductions and their broadcast consumers join."""
+    return all(lookup(graph.nodes[n].op).category == ELEMENTWISE or lookup(graph.nodes[n].op).reduces_axes for n in names)
+
+
+def _row_consumer_target(
+    graph: Graph,
+    name: str,
+    members: list[list[str]],
+    group_of_node: dict[str, int],
+    host_nodes: frozenset[str],
+    max_group_nodes: int,
+) -> int | None:
+    """The group a float32 element-wise node joins when it reads a value of a group of
+    reductions (:func:`_normalization_group`) and has the shape that one of its reductions
+    reduces: a normalization's ``(x - mean) * rsqrt(variance)`` in the kernel that computed
+    the mean and the variance, while the row is in cache (XLA's row-reduction fusion of a
+    softmax or a LayerNorm with its epilogue); None when there is none."""
+    if not _float_only(graph, name):
+        return None
+    shape = graph.types[graph.nodes[name].output(0)].shape
+    for tensor in data_inputs(graph, name):
+        producer = graph.producer(tensor).name
+        if producer not in group_of_node or producer in host_nodes:
+            continue
+        candidate = group_of_node[producer]
+        names = members[candidate]
+        if len(names) >= max_group_nodes or not _normalization_group(graph, names):
+            continue
+        reduced = {graph.types[data_inputs(graph, n)[0]].shape for n in names if lookup(graph.nodes[n].op).reduces_axes}
+        if shape in reduced and _inputs_allowed(graph, name, candidate, group_of_node):
+            return candidate
+    return None

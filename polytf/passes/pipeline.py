@@ -13,6 +13,8 @@ the same with polytf's passes:
    ``Slice`` per used output, ``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
 4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
 5. batch-norm folding into convolution weights and biases;
+   then reshape sinking (an element-wise node moves above the reshape between it and its
+   producer, so that it fuses into the producer's kernel: :mod:`~polytf.passes.reshape_sinking`);
 6. common-subexpression elimination;
 7. constant folding again (merged and rewritten nodes may have become constant);
 8. prune.
@@ -37,6 +39,7 @@ from polytf.passes.expansion import expand_ops
 from polytf.passes.identity_removal import remove_identities
 from polytf.passes.pruning import prune_to_outputs
 from polytf.passes.report import PassReport
+from polytf.passes.reshape_sinking import sink_reshapes
 
 GraphPass = Callable[[Graph, GraphPassConfig], tuple[Graph, PassReport]]
 
@@ -49,6 +52,7 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
     ("op expansion", lambda graph, config: expand_ops(graph)),
     ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
     ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
+    ("reshape sinking", lambda graph, config: sink_reshapes(graph)),
     ("common subexpression elimination", eliminate_common_subexpressions),
     ("constant folding", fold_constants),
     ("prune", lambda graph, config: prune_to_outputs(graph)),

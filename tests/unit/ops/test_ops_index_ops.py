@@ -150,7 +150,8 @@ def test_expanded_arg_reductions_verify_under_every_heuristic_recipe(monkeypatch
         ["c:0"],
     )
     kernels, failures = verify_all_recipes(monkeypatch, graph)
-    assert len(kernels) >= 3 and failures == []
+    # two kernels: the float Max joins its element-wise producers' kernel (input fusion)
+    assert len(kernels) >= 2 and failures == []
 
 
 def test_expanded_one_hot_verifies_under_every_heuristic_recipe(monkeypatch):
