@@ -33,7 +33,10 @@ and the cache sizes of :class:`CacheSizes`:
   outermost, parallel loop (each thread keeps its own panel in L2 and streams the
   activations past it); otherwise the natural order, parallel over the first output
   dimension that has more than one iteration;
-- pack the panels of the vectorised operand, and zero-pad a padded convolution's input.
+- pack the panels of the vectorised operand, and zero-pad a padded convolution's input,
+  except a depthwise convolution's (:func:`depthwise_window`): its micro-kernel
+  (:mod:`polytf.targets.depthwise_microkernel`) reads the input in place and skips the
+  padding taps, a copy of the input per call less.
 
 Kernels without a reduction keep the plain default: program order, parallel when legal,
 LLVM's own vectorisation.
@@ -44,11 +47,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from polytf.poly.affine import FloorDiv, Modulo
+from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
+from polytf.poly.flops import is_contraction
 from polytf.poly.statement import Statement
 from polytf.schedules.target_limits import round_up
 
-__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "even_rows", "register_column_multiple"]
+__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "depthwise_window", "even_rows", "register_column_multiple"]
 
 #: Reduction block of a single long reduction (BLIS ``kc``), in elements.
 REDUCTION_BLOCK = 256
@@ -80,6 +84,7 @@ class AnalyticBlocking:
         row_tile: the cache tile of the row dimension (0: the whole extent).
         reduction_tile: ``kc`` of the first reduction iterator (0: untiled).
         weights_outer: the vectorised dimension's tiles form the outermost loop.
+        pad: zero-pad a padded window's input (False: a depthwise convolution, read in place).
     """
 
     register_rows: int
@@ -88,6 +93,21 @@ class AnalyticBlocking:
     row_tile: int
     reduction_tile: int
     weights_outer: bool
+    pad: bool = True
+
+
+def depthwise_window(anchor: Statement, iterator: str) -> bool:
+    """Whether ``anchor`` is a depthwise convolution's update: a sum of products
+    (:func:`~polytf.poly.flops.is_contraction`) over window iterators whose every read indexes
+    the vectorised output dimension ``iterator`` as itself (input channel = output channel,
+    no floor division: a channel multiplier of 1)."""
+    if not anchor.reduction_iterators or not is_contraction(anchor):
+        return False
+    plain = AffineExpr.of(iterator)
+    reads = [access for access in anchor.value.loads() if access != anchor.write]
+    return bool(reads) and all(
+        plain in access.index and not any(isinstance(i, (FloorDiv, Modulo)) for i in access.index) for access in reads
+    )
 
 
 def even_rows(extent: int, most: int) -> int:
@@ -182,4 +202,5 @@ def analytic_blocking(
         # a GEMM: the block of the row operand (mc x kc floats) takes about half of L2
         row_extent = anchor.extents[depth - 2]
         row_tile = min(_round_down(caches.l2_bytes // 2 // (reduction * 4), max(rows, 1)), round_up(row_extent, max(rows, 1)))
-    return AnalyticBlocking(rows, columns, column_tile, row_tile, reduction_tile, weights_outer)
+    pad = not depthwise_window(anchor, anchor.iterators[depth - 1])
+    return AnalyticBlocking(rows, columns, column_tile, row_tile, reduction_tile, weights_outer, pad)

@@ -59,7 +59,6 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polytf.errors import ScheduleError
-from polytf.poly.expression import Load
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
@@ -295,7 +294,7 @@ def schedule_scop(
         mapped = map_to_gpu(scop, recipe, default_gpu_recipe, check=check)
         return ScheduledScop(mapped.scop, recipe, mapped.schedule, (), mapped.launch)
     prepared = apply_data_layout(scop, recipe)
-    ahead = tuple(c for c in copy_statements(prepared) if isinstance(c.value, Load) and c.value.access.array in constant_arrays)
+    ahead = tuple(c for c in copy_statements(prepared) if c.reads and all(a.array in constant_arrays for a in c.reads))
     if ahead:
         prepared = Scop(prepared.name, tuple(s for s in prepared.statements if s not in ahead), prepared.arrays, prepared.ops)
     try:

@@ -38,10 +38,12 @@ from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import CopyKind, IteratorRole, Statement
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
+from polytf.schedules.winograd import WINOGRAD_ALGORITHMS, apply_winograd
 
 SCRATCH = "scratch"
-#: Algorithms of a contraction's anchor statement: as written, or im2col + GEMM.
-ALGORITHMS = ("direct", "im2col")
+#: Algorithms of a contraction's anchor statement: as written, im2col + GEMM, or Winograd's
+#: F(2×2,3×3) and F(4×4,3×3) (:mod:`polytf.schedules.winograd`).
+ALGORITHMS = ("direct", "im2col", *WINOGRAD_ALGORITHMS)
 
 
 def apply_data_layout(scop: Scop, recipe: ScheduleRecipe) -> Scop:
@@ -62,6 +64,8 @@ def apply_data_layout(scop: Scop, recipe: ScheduleRecipe) -> Scop:
         raise ScheduleError(f"kernel {scop.name}: unknown algorithm {recipe.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     if any(s.copy_kind is CopyKind.DATA_LAYOUT for s in scop.statements):
         raise ScheduleError(f"kernel {scop.name}: data-layout transformations were already applied")
+    if recipe.algorithm in WINOGRAD_ALGORITHMS:
+        return apply_winograd(scop, recipe)
     copies: list[Statement] = []
     arrays = list(scop.arrays)
     anchor = anchor_statement(scop)

@@ -68,7 +68,10 @@ class ScheduleRecipe:
         pad: redirect the anchor's guarded reads (Conv2D padding) to a zero-padded copy, so
             that its iteration domain is a box.
         algorithm: ``"direct"`` (the anchor as lowered) or ``"im2col"`` (its windowed read
-            gathered into a dense matrix first: im2col + GEMM, for convolutions).
+            gathered into a dense matrix first: im2col + GEMM, for convolutions), or
+            ``"winograd_f2x2_3x3"`` / ``"winograd_f4x4_3x3"`` (Winograd's minimal filtering
+            for 3×3 stride-1 convolutions, :mod:`polytf.schedules.winograd`; the other
+            fields stay in the convolution's terms).
     """
 
     #: ``"cpu"`` or ``"gpu"``: the JSON tag of the kind

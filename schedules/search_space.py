@@ -19,7 +19,9 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
 - ``pad``: zero-pad a Conv2D's input so its domain is a box (only offered for guarded
   sums of products)
 - ``algorithm``: ``"direct"`` or ``"im2col"`` (im2col + GEMM; offered for sums of
-  products with one windowed read, i.e. convolutions)
+  products with one windowed read, i.e. convolutions), and Winograd's
+  ``"winograd_f2x2_3x3"`` and ``"winograd_f4x4_3x3"`` for 3×3 stride-1 convolutions
+  (:func:`polytf.schedules.winograd.winograd_applies`)
 
 Only valid and legal choices are offered: every recipe passes
 :func:`polytf.schedules.validation.validate_recipe` for ``TargetLimits(lanes, registers)``;
@@ -46,6 +48,7 @@ from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.schedules.target_limits import TargetLimits
+from polytf.schedules.winograd import WINOGRAD_ALGORITHMS, winograd_applies
 
 VECTOR_WIDTHS = (0, 1, 4, 8, 16)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
@@ -190,7 +193,8 @@ class SearchSpace(DimensionChoices):
         pad_ok = float_only and can_zero_pad(scop)
         dims.append(("pad", (False, True) if pad_ok else (False,)))
         im2col_ok = float_only and im2col_applies(scop)
-        dims.append(("algorithm", ("direct", "im2col") if im2col_ok else ("direct",)))
+        winograd = tuple(WINOGRAD_ALGORITHMS) if float_only and winograd_applies(scop) else ()
+        dims.append(("algorithm", (("direct", "im2col") if im2col_ok else ("direct",)) + winograd))
         space = SearchSpace(tuple(dims), depth, anchor.reduction_iterators, tuple(extents[:depth]), packable, tuple(coincident))
         if blocking is None:
             return space
@@ -204,6 +208,8 @@ class SearchSpace(DimensionChoices):
         params = self._blocked_params()
         last = self.depth - 1
         params["register_tile"] = f"{blocking.register_rows}x{blocking.register_columns}"
+        if not blocking.pad:
+            params["pad"] = False  # a depthwise convolution's micro-kernel skips the padding taps
         # a tile covering the whole extent is the untiled dimension (0), rounded up to the
         # register tile by recipe(): only tiles inside the extent join the choices
         params[f"tile_d{last}"] = blocking.column_tile if blocking.column_tile < self.extents[last] else 0
@@ -369,10 +375,11 @@ class SearchSpace(DimensionChoices):
                     if self.depth > 1:
                         params[f"tile_d{last - 1}"] = outer_tile if outer_tile in self.choices(f"tile_d{last - 1}") else 0
                     result.append(self.recipe(params))
-            if "im2col" in self.choices("algorithm") and result:
-                params = dict(self.params(result[0]))
-                params["algorithm"] = "im2col"
-                result.append(self.recipe(params))
+            for algorithm in ("im2col", *WINOGRAD_ALGORITHMS):
+                if algorithm in self.choices("algorithm") and result:
+                    params = dict(self.params(result[0]))
+                    params["algorithm"] = algorithm
+                    result.append(self.recipe(params))
         orders = self.choices("point_order")
         preferred = [o for o in orders if o.split(",")[-1] not in self.reduction_iterators]
         for order in preferred[-2:] + preferred[:1]:

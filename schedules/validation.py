@@ -50,6 +50,7 @@ from polytf.schedules.gpu_memory import shared_memory_bytes, stageable_operands
 from polytf.schedules.recipe import CpuRecipe, GpuRecipe, ScheduleRecipe, field_type_error
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.schedules.target_limits import GRID_LIMITS, TargetLimits, round_up
+from polytf.schedules.winograd import WINOGRAD_ALGORITHMS, why_not_winograd, winograd_applies, winograd_recipe, winograd_scop
 
 __all__ = ["MAX_UNROLL", "VECTOR_WIDTHS", "validate_recipe"]
 
@@ -117,6 +118,9 @@ def _check_core(scop: Scop, recipe: ScheduleRecipe) -> _Core:
     reduction_tiles = _check_lengths(scop, recipe.reduction_tile_sizes, "reduction_tile_sizes", len(reductions), f"reduction iterator of {list(reductions)}")
     if recipe.algorithm not in ALGORITHMS:
         raise _invalid(scop, "algorithm", recipe.algorithm, ", ".join(ALGORITHMS))
+    if recipe.algorithm in WINOGRAD_ALGORITHMS and (isinstance(recipe, GpuRecipe) or not winograd_applies(scop)):
+        why = "a GPU recipe" if isinstance(recipe, GpuRecipe) else why_not_winograd(scop)
+        raise _invalid(scop, "algorithm", recipe.algorithm, f"direct or im2col (Winograd does not apply: {why})")
     if recipe.algorithm == "im2col" and not im2col_applies(scop):
         raise _invalid(scop, "algorithm", recipe.algorithm, f"direct (statement {anchor.name} is not a sum of products with one windowed read)")
     if recipe.pad and not can_zero_pad(scop):
@@ -258,4 +262,11 @@ def validate_recipe(scop: Scop, recipe: ScheduleRecipe, limits: TargetLimits | N
     core = _check_core(scop, recipe)
     if isinstance(recipe, GpuRecipe):
         return _check_gpu(scop, recipe, core, limits)
+    if recipe.algorithm in WINOGRAD_ALGORITHMS:
+        # checked in the convolution's terms, then in those of its Winograd form, which
+        # the builder schedules (polytf.schedules.winograd.winograd_recipe)
+        _check_cpu(scop, recipe, core, limits)
+        rewritten = winograd_scop(scop, recipe.algorithm)
+        translated = winograd_recipe(scop, recipe)
+        return _check_cpu(rewritten, translated, _check_core(rewritten, replace(translated, algorithm="direct")), limits)
     return _check_cpu(scop, recipe, core, limits)

@@ -41,6 +41,8 @@ from polytf.errors import CodegenError
 from polytf.poly.affine import affine_of_ast
 from polytf.poly.scop import Scop
 from polytf.schedules.marks import MicrokernelMark, ParallelMark, mark_of
+from polytf.targets.depthwise_microkernel import emit_depthwise_body
+from polytf.targets.depthwise_pattern import depthwise_plan
 from polytf.targets.microkernel import emit_microkernel
 from polytf.targets.statement_codegen import I32, I64, MEMORY_TYPES, StatementEmitter
 
@@ -135,6 +137,10 @@ class KernelModuleBuilder(StatementEmitter):
         #: the steps of the body when it runs on all threads (parallel_pieces)
         self.pieces = parallel_pieces(ast) if parallel else []
         self.parallel = any(piece.distributed for piece in self.pieces)
+        #: a depthwise convolution's own micro-kernel instead of the AST (depthwise_microkernel), or None
+        self.depthwise = depthwise_plan(scop, ast)
+        if self.depthwise is not None:
+            self.parallel = parallel
         self.native_vector_width = native_vector_width
         #: every array is an argument, scratch arrays included: no mutable module globals
         self.arguments = tuple(scop.arrays)
@@ -164,7 +170,9 @@ class KernelModuleBuilder(StatementEmitter):
         self.thread.name, self.threads.name = "thread", "threads"
         self.entry_block = function.append_basic_block("entry")
         self.builder = ir.IRBuilder(function.append_basic_block("start"))
-        if self.parallel:
+        if self.depthwise is not None:
+            emit_depthwise_body(self, self.depthwise, distribute=self.parallel)
+        elif self.parallel:
             self._emit_parallel_region()
         else:
             self._emit_node(self.ast, {})

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from polytf.bench.memory_bandwidth import measure_memory_bandwidth
 from polytf.bench.peak import measure_fp32_peak
 from polytf.cli.console import print_host_nodes, stdout
 from polytf.cli.model_options import build_options, model_source
@@ -148,6 +149,7 @@ def show_profile(arguments: argparse.Namespace, source: ModelSource, options: Bu
         f"float32 peak: {peak.gflops:.1f} GFLOP/s on {peak.threads} threads (FMA loop on <{peak.vector_lanes} x float>, LLVM CPU {peak.cpu_name})",
         highlight=False,
     )
+    stdout.print(f"memory bandwidth: {measure_memory_bandwidth(model.threads).describe()}", highlight=False)
     stdout.print(profile.table())
     stdout.print(profile.totals(), highlight=False)
     return 0

@@ -32,11 +32,11 @@ from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.passes.fusion import resolve_view
 from polytf.plan.buffers import aligned_copy, aligned_empty
 from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo, index_affine
-from polytf.poly.expression import Load
+from polytf.poly.expression import Binary, Constant, Load
 from polytf.poly.statement import Statement
 from polytf.targets.target import CompiledKernel
 
-__all__ = ["ModelConstants", "evaluate_copy", "packed_constants"]
+__all__ = ["ModelConstants", "evaluate_copy", "evaluate_linear_transform", "packed_constants"]
 
 
 class ModelConstants:
@@ -75,6 +75,14 @@ class ModelConstants:
             self.values[storage] = value
         return self.values[storage]
 
+    def unpacked_value(self, storage: str) -> np.ndarray:
+        """The value of graph constant ``storage`` for a copy to read: its buffer when a kernel
+        reads it as it is, else the graph's own array (no aligned copy is kept for a weight
+        that kernels read only packed)."""
+        if storage in self.values:
+            return self.values[storage]
+        return np.asarray(self.graph.constants[storage], dtype=self.graph.types[storage].dtype)
+
     def packed(self, lowered: LoweredKernel, kernel: CompiledKernel) -> dict[str, str]:
         """Run the kernel's constant copies (weights packed into panels) once, now; returns the
         key of each packed array, by scratch array name (the ``caller_constants`` of
@@ -86,14 +94,14 @@ class ModelConstants:
         """
         if not kernel.constant_copies:
             return {}
-        sources = {copy.value.access.array for copy in kernel.constant_copies}
+        sources = {access.array for copy in kernel.constant_copies for access in copy.reads}
         values = {}
         for name in sources:
             tensor = lowered.array_tensors.get(name)
             storage = resolve_view(self.graph, tensor) if tensor else None
             if storage is None or storage not in self.graph.constants:
                 raise GraphError(f"kernel {kernel.scop.name} packs '{name}' ahead of time, but it holds no constant of model {self.source}")
-            values[name] = self.constant(storage).reshape(lowered.scop.array(name).shape)
+            values[name] = self.unpacked_value(storage).reshape(lowered.scop.array(name).shape)
         keys = {}
         for name, packed in packed_constants(kernel, values).items():
             info = next(info for info in kernel.arrays if info.name == name)
@@ -277,10 +285,61 @@ def packed_constants(kernel: CompiledKernel, values: Mapping[str, np.ndarray]) -
     """
     arrays = {info.name: info for info in kernel.arrays}
     result = {}
+    writers: dict[str, list[Statement]] = {}
     for copy in kernel.constant_copies:
-        source = copy.value.access.array
-        if source not in values:
-            raise ShapeError(f"kernel {kernel.scop.name}: the packing of '{source}' needs its constant value, which the model does not have")
-        target = arrays[copy.write.array]
-        result[target.name] = evaluate_copy(copy, values[source], tuple(target.shape), target.dtype)
+        for source in {access.array for access in copy.reads}:
+            if source not in values:
+                raise ShapeError(f"kernel {kernel.scop.name}: the packing of '{source}' needs its constant value, which the model does not have")
+        writers.setdefault(copy.write.array, []).append(copy)
+    for name, statements in writers.items():
+        target = arrays[name]
+        if len(statements) == 1 and isinstance(statements[0].value, Load):  # a plain copy (packing)
+            result[name] = evaluate_copy(statements[0], values[statements[0].value.access.array], tuple(target.shape), target.dtype)
+        else:  # several statements together (a Winograd filter transform)
+            result[name] = evaluate_linear_transform(statements, values, tuple(target.shape), target.dtype)
     return result
+
+
+def evaluate_linear_transform(statements: list[Statement], values: Mapping[str, np.ndarray], shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """The array that ``statements`` write together, each a linear combination of constant
+    arrays' elements over a box: ``U[index(i)] = Σ coefficient · A[index'(i)]`` (a Winograd
+    filter transform ``G g Gᵀ``, one statement per transformed point,
+    :mod:`polytf.schedules.winograd`). Computed in float64 and rounded once to ``dtype``.
+
+    Args:
+        statements: the statements that write the array, without guards; their values are
+            built of loads, constants and ``add``, ``sub`` and ``mul``.
+        values: Scop array name -> value of each array they read.
+        shape, dtype: the written array's.
+
+    Returns:
+        A new, 64-byte aligned, read-only array of ``shape``, zero where no statement writes.
+
+    Raises:
+        ShapeError: a statement has guards or another operation (a polytf bug).
+    """
+    result64 = np.zeros(shape, np.float64)
+    values = {access.array: np.asarray(values[access.array], np.float64) for statement in statements for access in statement.reads}
+    for statement in statements:
+        if statement.constraints:
+            raise ShapeError(f"statement {statement.name} of node '{statement.node}' has guards; it cannot run ahead of time")
+        grids = np.ogrid[tuple(slice(0, extent) for extent in statement.extents)] if statement.extents else []
+        point = dict(zip(statement.iterators, grids))
+        write = tuple(np.asarray(index.evaluate(point)) for index in statement.write.index)
+        result64[write] = _linear_value(statement, statement.value, values, point)
+    result = aligned_empty(shape, dtype)
+    result[...] = result64
+    result.flags.writeable = False
+    return result
+
+
+def _linear_value(statement: Statement, expr, values: Mapping[str, np.ndarray], point: dict) -> np.ndarray:
+    if isinstance(expr, Load):
+        index = tuple(np.asarray(i.evaluate(point)) for i in expr.access.index)
+        return values[expr.access.array][index]
+    if isinstance(expr, Constant):
+        return np.float64(expr.value)
+    if isinstance(expr, Binary) and expr.op in ("add", "sub", "mul"):
+        operation = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[expr.op]
+        return operation(_linear_value(statement, expr.lhs, values, point), _linear_value(statement, expr.rhs, values, point))
+    raise ShapeError(f"statement {statement.name} of node '{statement.node}' computes {expr}, not a linear combination; it cannot run ahead of time")
