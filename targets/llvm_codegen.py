@@ -20,7 +20,17 @@ loop-carried dependences); everything else runs on thread 0, with a barrier befo
 after each distributed loop.
 
 Innermost loops carry ``llvm.loop`` metadata for the vector width and unroll count
-of the recipe (LLVM LangRef, "'llvm.loop' metadata").
+of the recipe (LLVM LangRef, "'llvm.loop' metadata"). An innermost loop that holds a
+NaN-skipping maximum or minimum reduction (``M = max(M, x)``, ``llvm.maxnum``/``minnum``:
+Softmax's row maximum) also carries ``llvm.loop.vectorize.enable``. Without it, LLVM 22
+folds the tail of a loop of fewer than 16 iterations into masked vectors, and its
+vectorised ``maxnum`` reduction (which leaves the vector loop early on a NaN) then gets a
+vector trip count of ``n - n % width``: zero when the loop has fewer iterations than the
+vector width, so the vector loop only ever leaves on a NaN and never returns (llvm-project
+issue 209159, fixed in LLVM 23); with no width hint the same loops abort LLVM's
+``computeBestVF`` ("VPlan cost model and legacy cost model disagreed"). A loop whose
+vectorisation is asked for explicitly keeps a scalar remainder loop instead of a folded
+tail (LLVM ``LoopVectorize.cpp``, the tiny-trip-count check), which both paths handle.
 
 A ``microkernel`` mark (:mod:`polytf.schedules.builder`) is emitted by
 :mod:`polytf.targets.microkernel`: register-tile points unrolled and jammed,
@@ -39,7 +49,9 @@ from llvmlite.ir.values import MDValue
 
 from polytf.errors import CodegenError
 from polytf.poly.affine import affine_of_ast
+from polytf.poly.expression import Binary, Expr, Load
 from polytf.poly.scop import Scop
+from polytf.poly.statement import Statement
 from polytf.schedules.marks import MicrokernelMark, ParallelMark, mark_of
 from polytf.targets.depthwise_microkernel import emit_depthwise_body
 from polytf.targets.depthwise_pattern import depthwise_plan
@@ -60,6 +72,38 @@ def _contains_loop(node: isl.AstNode) -> bool:
         return _contains_loop(node.if_get_then_node()) or (node.if_has_else_node() and _contains_loop(node.if_get_else_node()))
     if kind == isl.ast_node_type.mark:
         return _contains_loop(node.mark_get_node())
+    return False
+
+
+def _called_statements(node: isl.AstNode) -> list[str]:
+    """Names of the statements that the user nodes of an AST subtree call."""
+    kind = node.get_type()
+    if kind == isl.ast_node_type.user:
+        return [node.user_get_expr().op_get_arg(0).id_get_id().get_name()]
+    if kind == isl.ast_node_type.for_:
+        return _called_statements(node.for_get_body())
+    if kind == isl.ast_node_type.block:
+        children = node.block_get_children()
+        return [name for i in range(children.n_ast_node()) for name in _called_statements(children.get_at(i))]
+    if kind == isl.ast_node_type.if_:
+        names = _called_statements(node.if_get_then_node())
+        return names + (_called_statements(node.if_get_else_node()) if node.if_has_else_node() else [])
+    if kind == isl.ast_node_type.mark:
+        return _called_statements(node.mark_get_node())
+    return []
+
+
+def _is_maxnum_reduction(statement: Statement) -> bool:
+    """True when ``statement`` folds the element it writes with ``max`` or ``min`` (the
+    NaN-skipping ``llvm.maxnum``/``minnum``), e.g. ``M[d] = max(M[d], X[d, r0])``: the
+    reduction LLVM 22 vectorises with a NaN exit (module docstring)."""
+    written = Load(statement.write)
+    pending: list[Expr] = [statement.value]
+    while pending:
+        expression = pending.pop()
+        if isinstance(expression, Binary) and expression.op in ("max", "min") and written in (expression.lhs, expression.rhs):
+            return True
+        pending.extend(expression.children())
     return False
 
 
@@ -272,7 +316,21 @@ class KernelModuleBuilder(StatementEmitter):
             if bound is not None and bound.is_constant and not distribute:
                 last = bound.constant - (1 if condition.op_get_type() == isl.ast_expr_op_type.lt else 0)
                 self.loop_ranges[iterator] = (initial.constant, max(initial.constant, last))
-        self.emit_loop(iterator, start, step, lambda inner: self._expression(node.for_get_cond(), inner), env, lambda inner: self._emit_node(node.for_get_body(), inner), distribute, innermost)
+        force_vectorize = innermost and any(
+            name in self.statements and _is_maxnum_reduction(self.statements[name])
+            for name in _called_statements(node.for_get_body())
+        )
+        self.emit_loop(
+            iterator,
+            start,
+            step,
+            lambda inner: self._expression(node.for_get_cond(), inner),
+            env,
+            lambda inner: self._emit_node(node.for_get_body(), inner),
+            distribute,
+            innermost,
+            force_vectorize=force_vectorize,
+        )
 
     def emit_loop(
         self,
@@ -284,8 +342,13 @@ class KernelModuleBuilder(StatementEmitter):
         body: Callable[[dict[str, ir.Value]], None],
         distribute: bool = False,
         innermost: bool = False,
+        force_vectorize: bool = False,
     ) -> None:
-        """Emit ``for (iterator = start; condition; iterator += step) body`` at the builder."""
+        """Emit ``for (iterator = start; condition; iterator += step) body`` at the builder.
+
+        ``force_vectorize`` (an innermost loop holding a ``maxnum``/``minnum`` reduction)
+        adds ``llvm.loop.vectorize.enable`` to the loop's hints (module docstring).
+        """
         b = self.builder
         if distribute:
             start = b.add(start, b.mul(self.thread, step), flags=["nsw"])
@@ -311,12 +374,12 @@ class KernelModuleBuilder(StatementEmitter):
         back_edge = b.branch(header)
         induction.add_incoming(following, b.block)
         if innermost:
-            metadata = self._loop_metadata()
+            metadata = self._loop_metadata(force_vectorize)
             if metadata is not None:
                 back_edge.set_metadata("llvm.loop", metadata)
         b.position_at_end(exit_block)
 
-    def _loop_metadata(self):
+    def _loop_metadata(self, force_vectorize: bool = False):
         hints = []
         m = self.module
         if self.vector_width == 1:
@@ -326,6 +389,9 @@ class KernelModuleBuilder(StatementEmitter):
             # cannot vectorise. It prints a remark for each such loop, which
             # CpuTarget.optimise discards.
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, self.vector_width)]))
+        if force_vectorize and self.vector_width != 1:
+            # A maxnum/minnum reduction: no folded tail (module docstring).
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 1)]))
         if self.unroll == 1:
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]))
         elif self.unroll > 1:

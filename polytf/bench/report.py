@@ -95,7 +95,10 @@ def write_chart(result: dict[str, Any], path: Path) -> Path:
     axes.set_yscale("log")
     plain = matplotlib.ticker.FormatStrFormatter("%g")  # 0.5, 1, 2 rather than 5x10^-1
     axes.yaxis.set_major_formatter(plain)
-    axes.yaxis.set_minor_formatter(plain)
+    # minor ticks labelled at 2 and 5 only (0.2, 0.5, 2, 5): every minor label crowded the axis
+    axes.yaxis.set_minor_formatter(
+        matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}" if round(value / 10 ** math.floor(math.log10(value))) in (2, 5) else "")
+    )
     axes.set_ylim(min(values_seen) / 1.5, max(values_seen) * 1.5)
     axes.set_xticks(
         range(len(rows)), [row["entry"] if row.get("target") == "cuda" else f"{row['entry']}\n{row['threads']} thr" for row in rows], fontsize=8, rotation=20, ha="right"
@@ -111,7 +114,7 @@ def write_chart(result: dict[str, Any], path: Path) -> Path:
     )
     axes.set_title(f"polytf bench on {where}, {str(machine.get('date', ''))[:10]}", fontsize=9)
     if systems:
-        axes.legend(fontsize=8)
+        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, never over them
     figure.tight_layout()
     figure.savefig(path, format="png")
     plt.close(figure)
