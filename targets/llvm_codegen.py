@@ -22,15 +22,17 @@ after each distributed loop.
 Innermost loops carry ``llvm.loop`` metadata for the vector width and unroll count
 of the recipe (LLVM LangRef, "'llvm.loop' metadata"). An innermost loop that holds a
 NaN-skipping maximum or minimum reduction (``M = max(M, x)``, ``llvm.maxnum``/``minnum``:
-Softmax's row maximum) also carries ``llvm.loop.vectorize.enable``. Without it, LLVM 22
+Softmax's row maximum) carries ``llvm.loop.vectorize.enable = false``: the loop
+vectorizer leaves it scalar (one pass of Softmax's three). Vectorised, LLVM 22
 folds the tail of a loop of fewer than 16 iterations into masked vectors, and its
 vectorised ``maxnum`` reduction (which leaves the vector loop early on a NaN) then gets a
 vector trip count of ``n - n % width``: zero when the loop has fewer iterations than the
 vector width, so the vector loop only ever leaves on a NaN and never returns (llvm-project
 issue 209159, fixed in LLVM 23); with no width hint the same loops abort LLVM's
-``computeBestVF`` ("VPlan cost model and legacy cost model disagreed"). A loop whose
-vectorisation is asked for explicitly keeps a scalar remainder loop instead of a folded
-tail (LLVM ``LoopVectorize.cpp``, the tiny-trip-count check), which both paths handle.
+``computeBestVF`` ("VPlan cost model and legacy cost model disagreed"). Asking for the
+vectorisation explicitly (a scalar remainder instead of a folded tail) avoided both on a
+plain Softmax but still aborted LLVM on a masked Softmax over rows of 6. (The keyword
+``force_vectorize`` below reads "holds a maxnum reduction".)
 
 A ``microkernel`` mark (:mod:`polytf.schedules.builder`) is emitted by
 :mod:`polytf.targets.microkernel`: register-tile points unrolled and jammed,
@@ -347,7 +349,7 @@ class KernelModuleBuilder(StatementEmitter):
         """Emit ``for (iterator = start; condition; iterator += step) body`` at the builder.
 
         ``force_vectorize`` (an innermost loop holding a ``maxnum``/``minnum`` reduction)
-        adds ``llvm.loop.vectorize.enable`` to the loop's hints (module docstring).
+        gives the loop ``llvm.loop.vectorize.enable = false`` (module docstring).
         """
         b = self.builder
         if distribute:
@@ -382,16 +384,16 @@ class KernelModuleBuilder(StatementEmitter):
     def _loop_metadata(self, force_vectorize: bool = False):
         hints = []
         m = self.module
-        if self.vector_width == 1:
+        if force_vectorize:
+            # A maxnum/minnum reduction: the loop vectorizer must not touch it at all (module docstring)
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 0)]))
+        elif self.vector_width == 1:
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, 1)]))
         elif self.vector_width > 1:
             # A width hint, not "llvm.loop.vectorize.enable": LLVM may still decline a loop it
             # cannot vectorise. It prints a remark for each such loop, which
             # CpuTarget.optimise discards.
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, self.vector_width)]))
-        if force_vectorize and self.vector_width != 1:
-            # A maxnum/minnum reduction: no folded tail (module docstring).
-            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 1)]))
         if self.unroll == 1:
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]))
         elif self.unroll > 1:
