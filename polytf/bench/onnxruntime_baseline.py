@@ -59,7 +59,7 @@ def onnx_model(path: str | os.PathLike, feeds: Mapping[str, np.ndarray], outputs
             shape_override=shapes,
         )
     except Exception as error:  # noqa: BLE001 - tf2onnx raises whatever its handlers raise
-        raise PolytfError(f"tf2onnx cannot convert '{os.fspath(path)}': {describe_error(error)}") from None
+        raise PolytfError(f"tf2onnx cannot convert '{os.path.basename(os.fspath(path))}': {describe_error(error)}") from None
     return model.SerializeToString()
 
 
@@ -95,7 +95,7 @@ def onnxruntime_function(
     try:
         session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001 - onnxruntime raises its own pybind11 exception classes
-        raise PolytfError(f"ONNX Runtime cannot load the ONNX model of '{os.fspath(path)}': {describe_error(error)}") from None
+        raise PolytfError(f"ONNX Runtime cannot load the ONNX model of '{os.path.basename(os.fspath(path))}': {describe_error(error)}") from None
     inputs = {tensor_name(name): np.ascontiguousarray(value) for name, value in feeds.items()}
     fetches = [tensor_name(name) for name in outputs]
 

@@ -69,7 +69,7 @@ def openvino_function(
         ports = [compiled.output(tensor) for tensor in fetches]
         request = compiled.create_infer_request()
     except Exception as error:  # noqa: BLE001 - OpenVINO raises plain RuntimeError/Exception
-        raise PolytfError(f"OpenVINO cannot run '{os.fspath(path)}': {describe_error(error)}") from None
+        raise PolytfError(f"OpenVINO cannot run '{os.path.basename(os.fspath(path))}': {describe_error(error)}") from None
     inputs = {tensor: np.ascontiguousarray(value) for tensor, value in zip(names, feeds.values())}
 
     def call() -> list[np.ndarray]:
