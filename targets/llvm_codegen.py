@@ -31,8 +31,7 @@ vector width, so the vector loop only ever leaves on a NaN and never returns (ll
 issue 209159, fixed in LLVM 23); with no width hint the same loops abort LLVM's
 ``computeBestVF`` ("VPlan cost model and legacy cost model disagreed"). Asking for the
 vectorisation explicitly (a scalar remainder instead of a folded tail) avoided both on a
-plain Softmax but still aborted LLVM on a masked Softmax over rows of 6. (The keyword
-``force_vectorize`` below reads "holds a maxnum reduction".)
+plain Softmax but still aborted LLVM on a masked Softmax over rows of 6.
 
 A ``microkernel`` mark (:mod:`polytf.schedules.builder`) is emitted by
 :mod:`polytf.targets.microkernel`: register-tile points unrolled and jammed,
@@ -318,7 +317,7 @@ class KernelModuleBuilder(StatementEmitter):
             if bound is not None and bound.is_constant and not distribute:
                 last = bound.constant - (1 if condition.op_get_type() == isl.ast_expr_op_type.lt else 0)
                 self.loop_ranges[iterator] = (initial.constant, max(initial.constant, last))
-        force_vectorize = innermost and any(
+        holds_maxnum_reduction = innermost and any(
             name in self.statements and _is_maxnum_reduction(self.statements[name])
             for name in _called_statements(node.for_get_body())
         )
@@ -331,7 +330,7 @@ class KernelModuleBuilder(StatementEmitter):
             lambda inner: self._emit_node(node.for_get_body(), inner),
             distribute,
             innermost,
-            force_vectorize=force_vectorize,
+            holds_maxnum_reduction=holds_maxnum_reduction,
         )
 
     def emit_loop(
@@ -344,11 +343,11 @@ class KernelModuleBuilder(StatementEmitter):
         body: Callable[[dict[str, ir.Value]], None],
         distribute: bool = False,
         innermost: bool = False,
-        force_vectorize: bool = False,
+        holds_maxnum_reduction: bool = False,
     ) -> None:
         """Emit ``for (iterator = start; condition; iterator += step) body`` at the builder.
 
-        ``force_vectorize`` (an innermost loop holding a ``maxnum``/``minnum`` reduction)
+        ``holds_maxnum_reduction`` (an innermost loop holding a ``maxnum``/``minnum`` reduction)
         gives the loop ``llvm.loop.vectorize.enable = false`` (module docstring).
         """
         b = self.builder
@@ -376,15 +375,15 @@ class KernelModuleBuilder(StatementEmitter):
         back_edge = b.branch(header)
         induction.add_incoming(following, b.block)
         if innermost:
-            metadata = self._loop_metadata(force_vectorize)
+            metadata = self._loop_metadata(holds_maxnum_reduction)
             if metadata is not None:
                 back_edge.set_metadata("llvm.loop", metadata)
         b.position_at_end(exit_block)
 
-    def _loop_metadata(self, force_vectorize: bool = False):
+    def _loop_metadata(self, holds_maxnum_reduction: bool = False):
         hints = []
         m = self.module
-        if force_vectorize:
+        if holds_maxnum_reduction:
             # A maxnum/minnum reduction: the loop vectorizer must not touch it at all (module docstring)
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.enable"), ir.Constant(ir.IntType(1), 0)]))
         elif self.vector_width == 1:
