@@ -15,7 +15,10 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
   of a grouped convolution's outputs per group where one fits). Cache tiles of
   register-tiled dimensions are rounded to multiples of the register tile.
 - ``pack``: ``"none"``, ``"panels"`` (pack the operands indexed by the vectorised
-  dimension, e.g. MatMul's B) or ``"all"`` (every packable operand)
+  dimension and reused across another output dimension, e.g. MatMul's B, a filter; an
+  operand indexed by every output dimension, such as a global pooling's input, is read
+  once per output and a packed copy would only add a pass over it) or ``"all"`` (every
+  packable operand)
 - ``pad``: zero-pad a Conv2D's input so its domain is a box (only offered for guarded
   sums of products)
 - ``algorithm``: ``"direct"`` or ``"im2col"`` (im2col + GEMM; offered for sums of
@@ -268,7 +271,8 @@ class SearchSpace(DimensionChoices):
         if mode != "none" and tiled:
             last = shared[self.depth - 1]
             for array, iterators in self.packable:
-                if mode == "all" and tiled & set(iterators) or mode == "panels" and last in iterators and last in tiled:
+                reused = not set(shared) <= set(iterators)  # some output dimension does not index it
+                if mode == "all" and tiled & set(iterators) or mode == "panels" and last in iterators and last in tiled and reused:
                     pack += (array,)
         tile_order = tuple(int(x) for x in str(params["tile_order"]).split(",")) if self.depth else ()
         return CpuRecipe(

@@ -17,13 +17,21 @@ Sources and accuracy (float32, measured against float64 ``math`` in
 ``tests/unit/targets/test_math_functions.py``):
 
 * ``exp``: Cephes ``expf`` (S. L. Moshier, Cephes Math Library 2.2, ``expf.c``):
-  ``n = floor(x log2(e) + 1/2)``, ``r = x - n ln 2`` in two parts (Cody & Waite),
+  ``n = round(x log2(e))``, ``r = x - n ln 2`` in two parts (Cody & Waite),
   degree-7 polynomial on ``[-ln2/2, ln2/2]``; ``2^n`` is applied as two factors
   ``2^(n>>1) 2^(n-(n>>1))`` so that results in the subnormal range underflow gradually and
-  large ``x`` overflow to ``inf``. A few ulp of relative error.
+  large ``x`` overflow to ``inf``. A few ulp of relative error. ``n`` is rounded by adding
+  ``1.5 * 2^23`` (one fused multiply-add; the integer is then read from the low bits of
+  the sum, as in oneDNN's and SLEEF's vector ``exp``), not by ``floor`` and ``fptosi``:
+  two instructions fewer, and a NaN stays a NaN through the arithmetic (``fptosi`` of a
+  NaN is poison in LLVM IR and needed a ``select`` to discard it).
 * ``tanh``: Cephes ``tanhf``: ``x + x^3 P(x^2)`` for ``|x| < 0.625``, else
   ``sign(x) (1 - 2 / (exp(2|x|) + 1))``.
-* ``sigmoid``: ``1 / (1 + exp(-x))`` (``exp`` overflowing to ``inf`` gives 0).
+* ``sigmoid``: ``1 / (1 + exp(-x))`` (``exp`` overflowing to ``inf`` gives 0). Its ``exp``
+  and tanh's skip gradual underflow (:func:`_exp_without_subnormals`: one factor ``2^(n-1)``
+  and a doubling, argument clamped to ``[ln(2^-126), 89]``): an ``exp`` below ``2^-126``
+  only ever meets ``1 + exp``, where it vanishes. EfficientNet's swish ``x sigmoid(x)``
+  runs on every activation, so this is the function the CNNs spend most in.
 * ``log``: Cephes ``logf``: exponent and mantissa from the bits (subnormals scaled by
   2^23 first), ``log(1 + f) = f - f^2/2 + f^3 P(f)`` on ``[sqrt(1/2) - 1, sqrt(2) - 1]``,
   ``k ln 2`` added in the two Cody-Waite parts; ``-inf`` at 0, NaN below 0.
@@ -61,6 +69,12 @@ _EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.16657958
 #: upper bound it is inf. Clamping to them keeps the exponent arithmetic in range.
 _EXP_LOWEST = -104.0
 _EXP_HIGHEST = 89.0
+#: ln(2^-126): below it exp(x) is subnormal (:func:`_exp_without_subnormals` stops there).
+_EXP_NORMAL_LOWEST = -87.33654475
+#: 1.5 * 2^23: ``v + this`` rounds ``v`` (|v| < 2^22) to an integer held in the sum's low
+#: mantissa bits; the sum's bits minus these bits are that integer.
+_ROUNDING_MAGIC = 12582912.0
+_ROUNDING_MAGIC_BITS = 0x4B400000
 
 # Cephes logf.c
 _LOG_POLYNOMIAL = (
@@ -156,31 +170,56 @@ class _Emitter:
         return self.select(self.b.fcmp_unordered("uno", x, x), x, result)
 
 
+def _reduce(e: _Emitter, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``(r, n)`` with ``x = n ln 2 + r``, ``n = round(x log2(e))`` as an integer vector and
+    ``|r| <= ln2/2`` (Cody-Waite, two parts). ``x`` must be clamped to ``|x| < 2^21``."""
+    shifted = e.add(e.mul(x, e.constant(_LOG2E)), e.constant(_ROUNDING_MAGIC))  # rounds to an integer
+    n = e.sub(shifted, e.constant(_ROUNDING_MAGIC))
+    r = e.sub(e.sub(x, e.mul(n, e.constant(_EXP_C1))), e.mul(n, e.constant(_EXP_C2)))
+    integer = e.b.sub(e.b.bitcast(shifted, e.int_type), e.integer(_ROUNDING_MAGIC_BITS))
+    return r, integer
+
+
+def _exp_polynomial(e: _Emitter, r: ir.Value) -> ir.Value:
+    """``exp(r)`` for ``|r| <= ln2/2``: ``1 + r + r^2 P(r)``."""
+    return e.add(e.add(e.mul(e.polynomial(r, _EXP_POLYNOMIAL), e.mul(r, r)), r), e.constant(1.0))
+
+
+def _clamp(e: _Emitter, x: ir.Value, lowest: float, highest: float) -> ir.Value:
+    """``x`` clamped to ``[lowest, highest]``; a NaN stays a NaN (ordered compares are false)."""
+    clamped = e.select(e.less(x, e.constant(lowest)), e.constant(lowest), x)
+    return e.select(e.greater(clamped, e.constant(highest)), e.constant(highest), clamped)
+
+
 def _exp(e: _Emitter, x: ir.Value) -> ir.Value:
-    clamped = e.select(e.less(x, e.constant(_EXP_LOWEST)), e.constant(_EXP_LOWEST), x)
-    clamped = e.select(e.greater(clamped, e.constant(_EXP_HIGHEST)), e.constant(_EXP_HIGHEST), clamped)
-    n = e.call("floor", e.add(e.mul(clamped, e.constant(_LOG2E)), e.constant(0.5)))
-    r = e.sub(e.sub(clamped, e.mul(n, e.constant(_EXP_C1))), e.mul(n, e.constant(_EXP_C2)))
-    z = e.mul(r, r)
-    y = e.add(e.add(e.mul(e.polynomial(r, _EXP_POLYNOMIAL), z), r), e.constant(1.0))
-    exponent = e.b.fptosi(n, e.int_type)
+    r, exponent = _reduce(e, _clamp(e, x, _EXP_LOWEST, _EXP_HIGHEST))
+    y = _exp_polynomial(e, r)
     half = e.b.ashr(exponent, e.integer(1))
-    scaled = e.mul(e.mul(y, e.power_of_two(half)), e.power_of_two(e.b.sub(exponent, half)))
-    return e.with_nan(x, scaled)
+    return e.mul(e.mul(y, e.power_of_two(half)), e.power_of_two(e.b.sub(exponent, half)))
+
+
+def _exp_without_subnormals(e: _Emitter, x: ir.Value) -> ir.Value:
+    """``exp(x)``, except that results below ``2^-126`` (``x < -87.34``) are 0 or the
+    smallest normal, not subnormals: for ``1 + exp(x)`` only. One scaling ``2^(n-1)``
+    then a doubling (``n`` reaches 128 near the upper clamp, where ``2^128`` has no exponent
+    field but the doubling overflows to ``inf`` as it should)."""
+    r, exponent = _reduce(e, _clamp(e, x, _EXP_NORMAL_LOWEST, _EXP_HIGHEST))
+    y = _exp_polynomial(e, r)
+    return e.mul(e.mul(y, e.power_of_two(e.b.sub(exponent, e.integer(1)))), e.constant(2.0))
 
 
 def _tanh(e: _Emitter, x: ir.Value) -> ir.Value:
     magnitude = e.call("fabs", x)
     square = e.mul(x, x)
     small = e.add(e.mul(e.mul(e.polynomial(square, _TANH_POLYNOMIAL), square), x), x)
-    exponential = _exp(e, e.mul(magnitude, e.constant(2.0)))
+    exponential = _exp_without_subnormals(e, e.mul(magnitude, e.constant(2.0)))
     large = e.sub(e.constant(1.0), e.div(e.constant(2.0), e.add(exponential, e.constant(1.0))))
     # copysign on both: x + x^3 P(x^2) turns -0 into +0, and tanh is odd
     return e.call("copysign", e.select(e.less(magnitude, e.constant(_TANH_SMALL)), small, large), x)
 
 
 def _sigmoid(e: _Emitter, x: ir.Value) -> ir.Value:
-    return e.div(e.constant(1.0), e.add(e.constant(1.0), _exp(e, e.b.fneg(x))))
+    return e.div(e.constant(1.0), e.add(e.constant(1.0), _exp_without_subnormals(e, e.b.fneg(x))))
 
 
 def _exp_of_negative_square(e: _Emitter, a: ir.Value) -> ir.Value:

@@ -16,9 +16,14 @@ contractions of loop fusion (Allen & Kennedy, *Optimizing Compilers for Modern
 Architectures*, 2001, §8.5 "scalar replacement" and §9.3 "array contraction"):
 
 1. **Point-wise inlining.** A temporary ``T`` written by one statement ``P`` (no reduction,
-   identity write ``T[d0..dn]`` over all of ``T``) and read once, at the identity index,
-   by one later statement ``C`` without reduction iterators: ``C`` evaluates ``P``'s body
-   in place of the load (iterators renamed ``P.d_k -> C.d_k``), and ``P`` and ``T`` go.
+   identity write ``T[d0..dn]`` over all of ``T``) and read at the identity index by one
+   later statement ``C`` without reduction iterators: ``C`` evaluates ``P``'s body in
+   place of the load (iterators renamed ``P.d_k -> C.d_k``), and ``P`` and ``T`` go. ``C``
+   may read ``T`` more than once (swish ``x sigmoid(x)``, GELU ``x Phi(x)`` read their
+   operand twice) when ``P``'s body is cheap (:func:`_cheap`: a BiasAdd, a scaling):
+   evaluating a few additions twice costs less than writing and reading back a tensor
+   the size of the output, and LLVM's common-subexpression elimination merges the copies
+   anyway. An expensive body read twice (a ``sigmoid``) keeps its temporary.
    In isl terms the flow dependence ``{ P[d] -> C[d] }`` is the identity on the domain, so
    the value ``C`` reads at ``d`` is ``P``'s value at ``d``; inlining is legal when no
    statement between them writes an array ``P`` reads.
@@ -38,7 +43,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo
-from polytf.poly.expression import Access, Constant, Expr, Load
+from polytf.poly.expression import Access, Binary, Constant, Expr, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 
@@ -99,7 +104,9 @@ def _inline_one(scop: Scop) -> Scop | None:
         if producer.write.index != _identity(producer.iterators):
             continue
         loads = [a for a in consumer.reads if a.array == info.name]
-        if len(loads) != 1 or consumer.reduction_iterators or len(consumer.iterators) != len(info.shape):
+        if not loads or any(load != loads[0] for load in loads) or (len(loads) > 1 and not _cheap(producer.value)):
+            continue
+        if consumer.reduction_iterators or len(consumer.iterators) != len(info.shape):
             continue
         if tuple(consumer.extents) != tuple(info.shape) or loads[0].index != _identity(consumer.iterators):
             continue
@@ -117,6 +124,29 @@ def _inline_one(scop: Scop) -> Scop | None:
         statements = [merged if i == readers[0] else s for i, s in enumerate(scop.statements) if i != writers[0]]
         return _rebuilt(scop, statements, removed=info.name)
     return None
+
+
+#: Operators a body evaluated more than once may use (:func:`_cheap`).
+_CHEAP_OPERATORS = frozenset({"add", "sub", "mul", "max", "min"})
+#: The most nodes (loads, constants, operators) such a body may have.
+_CHEAP_NODES = 7
+
+
+def _cheap(expr: Expr) -> bool:
+    """Whether ``expr`` is a few additions and multiplications of loads and constants: what
+    :func:`_inline_one` may evaluate once per read."""
+    nodes = 0
+
+    def visit(node: Expr) -> bool:
+        nonlocal nodes
+        nodes += 1
+        if isinstance(node, (Load, Constant)):
+            return True
+        if not isinstance(node, Binary) or node.op not in _CHEAP_OPERATORS:
+            return False
+        return all(visit(child) for child in node.children())
+
+    return visit(expr) and nodes <= _CHEAP_NODES
 
 
 def _accumulate_one(scop: Scop) -> Scop | None:

@@ -71,24 +71,44 @@ def test_conv_bias_residual_relu_keeps_no_temporary(monkeypatch):
     _run_both(kernel, original)
 
 
-def test_temporary_read_twice_is_kept(monkeypatch):
-    """x * sigmoid(x) (swish) reads the BiasAdd twice: inlining would compute it twice."""
+def _matmul_bias_then(rng, *nodes):
+    return [
+        placeholder("x", (5, 7)),
+        const("w", rng.standard_normal((7, 6)).astype(np.float32)),
+        const("b", rng.standard_normal(6).astype(np.float32)),
+        Node("mm", "MatMul", ("x:0", "w:0"), attrs={"transpose_a": False, "transpose_b": False}),
+        Node("bias", "BiasAdd", ("mm:0", "b:0"), attrs={"data_format": "NHWC"}),
+        *nodes,
+    ]
+
+
+def test_cheap_temporary_read_twice_is_inlined(monkeypatch):
+    """x * sigmoid(x) (swish) reads the BiasAdd twice: an addition evaluated twice costs less
+    than a tensor written and read back, so no temporary is left."""
     rng = np.random.default_rng(4)
     graph = build_graph(
-        [
-            placeholder("x", (5, 7)),
-            const("w", rng.standard_normal((7, 6)).astype(np.float32)),
-            const("b", rng.standard_normal(6).astype(np.float32)),
-            Node("mm", "MatMul", ("x:0", "w:0"), attrs={"transpose_a": False, "transpose_b": False}),
-            Node("bias", "BiasAdd", ("mm:0", "b:0"), attrs={"data_format": "NHWC"}),
-            Node("gate", "Sigmoid", ("bias:0",)),
-            Node("swish", "Mul", ("bias:0", "gate:0")),
-        ],
+        _matmul_bias_then(rng, Node("gate", "Sigmoid", ("bias:0",)), Node("swish", "Mul", ("bias:0", "gate:0"))),
         ["swish:0"],
     )
     kernel, original = _kernel_pair(monkeypatch, graph)
-    assert len(_temporaries(kernel.scop)) == 2  # the accumulator (read by the BiasAdd) and the BiasAdd
-    assert len(kernel.scop.statements) == 4  # init, MatMul, BiasAdd; sigmoid inlined into the Mul
+    assert len(_temporaries(original)) == 3
+    assert _temporaries(kernel.scop) == []
+    (output,) = kernel.output_arrays
+    assert [s.write.array for s in kernel.scop.statements] == [output.name] * 3  # init, MatMul, epilogue
+    _run_both(kernel, original)
+
+
+def test_expensive_temporary_read_twice_is_kept(monkeypatch):
+    """tanh(x) * tanh(x): a tanh read twice keeps its temporary (it would be computed twice)."""
+    rng = np.random.default_rng(4)
+    graph = build_graph(
+        _matmul_bias_then(rng, Node("t", "Tanh", ("bias:0",)), Node("square", "Mul", ("t:0", "t:0"))),
+        ["square:0"],
+    )
+    kernel, original = _kernel_pair(monkeypatch, graph)
+    writers = [s for s in kernel.scop.statements if s.write.array in _temporaries(kernel.scop)]
+    assert any("tanh" in str(s.value) for s in writers)  # the tanh writes its temporary once
+    assert sum(str(s.value).count("tanh") for s in kernel.scop.statements) == 1
     _run_both(kernel, original)
 
 

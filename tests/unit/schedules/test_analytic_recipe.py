@@ -4,10 +4,21 @@ the reference on both vector widths."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from hand_built_graphs import graph_conv_bias_relu, graph_depthwise, graph_matmul_bias_relu, graph_maxpool, kernels_of
+from hand_built_graphs import (
+    build_graph,
+    const,
+    graph_conv_bias_relu,
+    graph_depthwise,
+    graph_matmul_bias_relu,
+    graph_maxpool,
+    kernels_of,
+    placeholder,
+)
 from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, roundtrip
 
+from polytf.graph import Node
 from polytf.schedules.analytic_recipe import CacheSizes, analytic_blocking, even_rows
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
@@ -118,3 +129,21 @@ def test_a_depthwise_input_counts_as_activations_not_weights():
     recipe = SearchSpace.for_scop(kernel.scop, 2, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe()
     result = roundtrip(kernel, recipe, 2)
     assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
+
+
+def test_panels_pack_reused_operands_only():
+    """A global mean reads each input element once (its input is indexed by every output
+    dimension): packing it would only copy it; a filter, reused by every output pixel, is packed."""
+    mean = build_graph(
+        [placeholder("x", (1, 12, 12, 32)), const("axes", np.array([1, 2], dtype=np.int32)), Node("mean", "Mean", ("x:0", "axes:0"), attrs={"keep_dims": False})],
+        ["mean:0"],
+    )
+    (kernel,) = kernels_of(mean)
+    recipe = SearchSpace.for_scop(kernel.scop, 2, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe()
+    assert any(recipe.register_tile_sizes) and recipe.pack == ()
+    result = roundtrip(kernel, recipe, 2)
+    assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
+    conv = kernels_of(graph_conv_bias_relu(14, 14, 8, 40, stride=1))[0]
+    packed = SearchSpace.for_scop(conv.scop, 2, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe().pack
+    assert packed and all(conv.scop.array(array).role == "input" for array in packed)
+    assert len(packed) == 1  # the filter, not the activations
