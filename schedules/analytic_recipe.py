@@ -32,7 +32,10 @@ and the cache sizes of :class:`CacheSizes`:
   larger than the other operand (the activations), that dimension's tiles are the
   outermost, parallel loop (each thread keeps its own panel in L2 and streams the
   activations past it); otherwise the natural order, parallel over the first output
-  dimension that has more than one iteration;
+  dimension that has more than one iteration; when no dimension outside the rows has one
+  iteration per thread (a MatMul with more activations than weights: a 1x1 convolution's
+  ``[H*W, C] x [C, O]``), the rows get one tile per thread (``mc = ceil(M / threads)``,
+  rounded up to ``mr``), else every thread but one would wait;
 - pack the panels of the vectorised operand, and zero-pad a padded convolution's input,
   except a depthwise convolution's (:func:`depthwise_window`): its micro-kernel
   (:mod:`polytf.targets.depthwise_microkernel`) reads the input in place and skips the
@@ -202,5 +205,12 @@ def analytic_blocking(
         # a GEMM: the block of the row operand (mc x kc floats) takes about half of L2
         row_extent = anchor.extents[depth - 2]
         row_tile = min(_round_down(caches.l2_bytes // 2 // (reduction * 4), max(rows, 1)), round_up(row_extent, max(rows, 1)))
+    if threads > 1 and depth > 1 and not weights_outer and math.prod(anchor.extents[: depth - 2]) < threads:
+        # nothing outside the rows to share among the threads (a MatMul, a batch of one
+        # matrix): the rows are cut into one tile per thread, the parallel loop
+        row_extent = anchor.extents[depth - 2]
+        split = round_up(-(-row_extent // threads), max(rows, 1))
+        if split < row_extent:
+            row_tile = min(row_tile, split) if row_tile else split
     pad = not depthwise_window(anchor, anchor.iterators[depth - 1])
     return AnalyticBlocking(rows, columns, column_tile, row_tile, reduction_tile, weights_outer, pad)

@@ -120,6 +120,9 @@ class OpDefinition:
             batch normalization), see :data:`AffineFunction`.
         expand: the op is rewritten into other ops before lowering
             (:class:`~polytf.ops.expansion.Expansion`).
+        matrix_product: the op is rewritten as a ``MatMul`` between row-major views when a
+            node of it is one (a 1x1, stride-1, ungrouped ``Conv2D``: ``[N*H*W, C] x [C, O]``);
+            applied after batch-norm folding (:mod:`polytf.passes.matrix_products`).
         reduces_axes: the op combines its data input's elements along axes (``Sum``, ``Mean``,
             ``Max``, ``Min``, ``Prod``, ``All``, ``Any``; ``Softmax`` along its last): the fusion
             partition lets a float32 one join the kernel of its element-wise producer (XLA's
@@ -151,6 +154,7 @@ class OpDefinition:
     channel_bias: bool = field(default=False, kw_only=True)
     affine: AffineFunction | None = field(default=None, kw_only=True)
     expand: Expansion | None = field(default=None, kw_only=True)
+    matrix_product: Expansion | None = field(default=None, kw_only=True)
     space_batch: SpaceBatchMove | None = field(default=None, kw_only=True)
     reduces_axes: bool = field(default=False, kw_only=True)
 

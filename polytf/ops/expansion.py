@@ -35,6 +35,13 @@ class GraphBuilder(Protocol):
     def is_read(self, tensor: str) -> bool:
         """Whether some node reads ``tensor`` or it is a graph output."""
 
+    def readers(self, tensor: str) -> tuple[Node, ...]:
+        """The nodes that read ``tensor`` as a data input."""
+
+    def definition(self, op: str):
+        """The op table's :class:`~polytf.ops.definition.OpDefinition` of ``op``, or None (a
+        rule reads other ops' traits through it)."""
+
     def fresh_name(self, base: str) -> str:
         """A node name not in use: ``base`` or ``base_N``."""
 

@@ -46,6 +46,12 @@ class _Builder:
     def is_read(self, tensor: str) -> bool:
         return bool(self.editor.consumers(tensor)) or self.editor.is_output(tensor)
 
+    def readers(self, tensor: str) -> tuple[Node, ...]:
+        return tuple(self.editor.nodes[name] for name in self.editor.consumers(tensor))
+
+    def definition(self, op: str):
+        return lookup(op)
+
     def fresh_name(self, base: str) -> str:
         return self.editor.fresh_name(base)
 
@@ -68,17 +74,39 @@ def expand_ops(graph: Graph) -> tuple[Graph, PassReport]:
         ShapeError: a rule found a node its op does not accept (shape inference reports it
             first in the pipeline).
     """
+    return _apply_rules(graph, "expand", "op expansion", "expanded")
+
+
+def rewrite_matrix_products(graph: Graph) -> tuple[Graph, PassReport]:
+    """Apply the ``matrix_product`` rule of every node whose op has one: a node that is a
+    matrix product in disguise (a 1x1, stride-1 ``Conv2D``) becomes a ``MatMul`` of views.
+    Run after batch-norm folding (which folds into the convolution's filter) and before
+    reshape sinking (which moves the element-wise consumers above the output view).
+
+    Returns:
+        The new graph and its report (``rewrites``: nodes rewritten; ``detail``: per op).
+
+    Raises:
+        ShapeError: as :func:`expand_ops`.
+    """
+    return _apply_rules(graph, "matrix_product", "matrix products", "rewritten as MatMul")
+
+
+def _apply_rules(graph: Graph, rule: str, pass_name: str, verb: str) -> tuple[Graph, PassReport]:
+    """Apply ``getattr(definition, rule)`` (an :class:`~polytf.ops.expansion.Expansion`) to
+    every node whose op has one; the report is named ``pass_name``, its detail "N Op ``verb``"."""
     editor = GraphEditor(graph)
     expanded: Counter[str] = Counter()
     for name, original in graph.nodes.items() if editor.typed else ():
         definition = lookup(original.op)
-        if definition is None or definition.expand is None:
+        expansion = getattr(definition, rule) if definition is not None else None
+        if expansion is None:
             continue
         node = editor.nodes[name]
         if editor.constant_value(node.output(0)) is not None or any(editor.is_output(node.output(port)) for port in range(1, editor.output_count(node))):
             continue
         builder = _Builder(editor, node)
-        replacements = definition.expand.rewrite(node, builder)
+        replacements = expansion.rewrite(node, builder)
         if replacements is None:
             continue
         mapping = {node.output(port): tensor for port, tensor in replacements.items() if tensor != node.output(port)}
@@ -91,4 +119,4 @@ def expand_ops(graph: Graph) -> tuple[Graph, PassReport]:
         expanded[node.op] += 1
     editor.rewrites = sum(expanded.values())
     detail = ", ".join(f"{count} {op}" for op, count in sorted(expanded.items()))
-    return editor.finish("op expansion", f"{detail} expanded" if detail else "")
+    return editor.finish(pass_name, f"{detail} {verb}" if detail else "")

@@ -13,6 +13,8 @@ the same with polytf's passes:
    ``Slice`` per used output, ``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
 4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
 5. batch-norm folding into convolution weights and biases;
+   then matrix products (a 1x1, stride-1 ``Conv2D`` as a ``MatMul`` of row-major views, by
+   its op's ``matrix_product`` rule: :func:`~polytf.passes.expansion.rewrite_matrix_products`);
    then reshape sinking (an element-wise node moves above the reshape between it and its
    producer, so that it fuses into the producer's kernel: :mod:`~polytf.passes.reshape_sinking`);
 6. common-subexpression elimination;
@@ -35,7 +37,7 @@ from polytf.passes.batch_norm_folding import fold_batch_norms
 from polytf.passes.common_subexpressions import eliminate_common_subexpressions
 from polytf.passes.constant_folding import fold_constants
 from polytf.passes.dilation_folding import fold_dilations
-from polytf.passes.expansion import expand_ops
+from polytf.passes.expansion import expand_ops, rewrite_matrix_products
 from polytf.passes.identity_removal import remove_identities
 from polytf.passes.pruning import prune_to_outputs
 from polytf.passes.report import PassReport
@@ -52,6 +54,7 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
     ("op expansion", lambda graph, config: expand_ops(graph)),
     ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
     ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
+    ("matrix products", lambda graph, config: rewrite_matrix_products(graph)),
     ("reshape sinking", lambda graph, config: sink_reshapes(graph)),
     ("common subexpression elimination", eliminate_common_subexpressions),
     ("constant folding", fold_constants),

@@ -88,7 +88,8 @@ def test_depthwise_conv_with_channel_multiplier_folds_per_output_channel():
 
 def test_fused_batch_norm_v3_after_conv2d_folds():
     rng = np.random.default_rng(2)
-    nodes = [placeholder("x", (1, 6, 5, 3)), const("w", rng.standard_normal((1, 1, 3, 4)).astype(np.float32))]
+    # a 3x3 filter: a 1x1 convolution would go on to become a MatMul (matrix products)
+    nodes = [placeholder("x", (1, 6, 5, 3)), const("w", rng.standard_normal((3, 3, 3, 4)).astype(np.float32))]
     nodes += _statistics(rng, 4, "bn")
     nodes += [
         Node("conv", "Conv2D", ("x:0", "w:0"), attrs=CONV_ATTRS),

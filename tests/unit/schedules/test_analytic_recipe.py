@@ -147,3 +147,18 @@ def test_panels_pack_reused_operands_only():
     packed = SearchSpace.for_scop(conv.scop, 2, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe().pack
     assert packed and all(conv.scop.array(array).role == "input" for array in packed)
     assert len(packed) == 1  # the filter, not the activations
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_matmul_with_more_activations_than_weights_splits_its_rows_among_the_threads(threads):
+    """A 1x1 convolution as a MatMul ([H*W, C] x [C, O], small weights): its rows are the
+    only dimension to share, so each thread gets a tile of rows (the recipe is parallel)."""
+    kernel = kernels_of(graph_matmul_bias_relu(m=600, k=24, n=40))[0]
+    recipe = SearchSpace.for_scop(kernel.scop, threads, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe()
+    rows = recipe.tile_sizes[0]
+    assert recipe.parallel and 0 < rows < 600 and -(-600 // rows) >= threads
+    assert rows % recipe.register_tile_sizes[0] == 0
+    result = roundtrip(kernel, recipe, threads)
+    assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
+    single = SearchSpace.for_scop(kernel.scop, 1, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe()
+    assert single.tile_sizes[0] == 0 or single.tile_sizes[0] >= 600  # one thread: no split
