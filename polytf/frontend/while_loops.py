@@ -27,6 +27,7 @@ A loop whose condition depends on a tensor known only at run time is a
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import re
@@ -51,6 +52,13 @@ WHILE_OPS = frozenset({"While", "StatelessWhile"})
 MAX_ITERATIONS = 4096
 #: nesting of functional loops unrolled (each level unrolls the copies of the inner loop)
 MAX_NESTING = 4
+#: the most nodes a graph may have while its loops are unrolled (nested loops multiply their
+#: copies: 4096 outer iterations of a 4096-iteration loop would be 16 million copies)
+MAX_UNROLLED_NODES = 1 << 19
+#: the most bytes of loop-variable values known at compile time, summed over the iterations of
+#: one loop (each iteration's values are kept to detect a loop that comes back to an earlier
+#: state, and to evaluate the next condition)
+MAX_STATIC_LOOP_BYTES = 1 << 26
 #: ``lift_to_graph.py`` (TensorFlow's freezing) leaves one unread placeholder of this name per
 #: loop back edge it copied; they are no model inputs
 _LEFTOVER_PLACEHOLDER = re.compile(r"^unused_control_flow_input(_\d+)?$")
@@ -208,15 +216,19 @@ def _predicate(loop: WhileLoop, values: StaticValues, predicate: str, iteration:
     return bool(value.reshape(()))
 
 
-def _unroll(loop: WhileLoop, values: StaticValues, scopes: set[str], source: str) -> tuple[list[Any], list[str]]:
-    """The copies of ``loop``'s body, one per iteration, and the loop variables' final values.
+def _unroll(loop: WhileLoop, values: StaticValues, scopes: set[str], source: str, room: int) -> tuple[list[Any], list[str]]:
+    """The copies of ``loop``'s body, one per iteration, and the loop variables' final values;
+    at most ``room`` copied nodes.
 
     Raises:
-        GraphError: a trip count not known at compile time, or over :data:`MAX_ITERATIONS`.
+        GraphError: a trip count not known at compile time, over :data:`MAX_ITERATIONS`, more
+            than ``room`` copies, or loop variables whose compile-time values add up to more
+            than :data:`MAX_STATIC_LOOP_BYTES`.
     """
     arguments = list(loop.initial_values)
     unrolled: list[Any] = []
     states: set[tuple[Any, ...]] = set()
+    static_bytes = 0
     short_names: dict[tuple[str, ...], dict[str, str] | None] = {}
     for iteration in itertools.count():
         condition_prefix = fresh_prefix(f"{loop.name}/condition_{iteration}", scopes)
@@ -228,7 +240,16 @@ def _unroll(loop: WhileLoop, values: StaticValues, scopes: set[str], source: str
             return unrolled, arguments
         # the condition is a function of the loop variables known at compile time: when they
         # come back to an earlier state, it stays true for ever
-        state = tuple(None if v is None else (v.dtype.str, v.shape, v.tobytes()) for v in map(values.value, arguments))
+        known = [values.value(argument) for argument in arguments]
+        static_bytes += sum(v.nbytes for v in known if v is not None)
+        if static_bytes > MAX_STATIC_LOOP_BYTES:
+            raise GraphError(
+                f"{loop.kind} '{loop.name}' in '{source}': before iteration {iteration} its loop variables known at compile time "
+                f"add up to more than {MAX_STATIC_LOOP_BYTES >> 20} MiB over the iterations; polytf unrolls loops whose "
+                "compile-time state stays small (a counter, shapes), not loops that compute large tensors from constants."
+            )
+        # a digest per value: the states of thousands of iterations stay small
+        state = tuple(None if v is None else (v.dtype.str, v.shape, hashlib.blake2b(v.tobytes(), digest_size=16).digest()) for v in known)
         if state in states:
             raise GraphError(
                 f"{loop.kind} '{loop.name}' in '{source}' never ends: before iteration {iteration} its loop variables known "
@@ -250,6 +271,12 @@ def _unroll(loop: WhileLoop, values: StaticValues, scopes: set[str], source: str
         scopes |= name_scopes({node.name for node in nodes})
         values.add(nodes)
         unrolled.extend(nodes)
+        if len(unrolled) > room:
+            raise GraphError(
+                f"{loop.kind} '{loop.name}' in '{source}': unrolling it makes the graph larger than {MAX_UNROLLED_NODES} nodes "
+                f"({iteration + 1} iterations of {len(nodes)} nodes so far, nested loops multiply); polytf unrolls loops whose "
+                "copies fit in that many nodes."
+            )
         arguments = list(outputs)
     raise AssertionError("unreachable")
 
@@ -269,8 +296,10 @@ def _unroll_once(graph_def: Any, source: str) -> Any:
     scopes = name_scopes({node.name for node in graph_def.node})
     copies: dict[str, list[Any]] = {}
     finals: dict[str, str] = {}
+    room = MAX_UNROLLED_NODES - len(graph_def.node)
     for loop in loops:
-        nodes, outputs = _unroll(loop, values, scopes, source)
+        nodes, outputs = _unroll(loop, values, scopes, source, room)
+        room -= len(nodes)
         copies[loop.first_node] = nodes
         for tensor, index in loop.results.items():
             finals[tensor] = outputs[index]

@@ -553,3 +553,18 @@ def test_broken_loops_are_graph_errors_never_crashes(form, data) -> None:
         graph_from_graphdef(graph_def, outputs=["out"])
     except GraphError:
         pass
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_unrolling_stops_at_its_node_and_state_budgets(form, monkeypatch) -> None:
+    """A loop whose copies or compile-time state outgrow the budgets is a GraphError at once,
+    not minutes of unrolling (random damage once made a loop run 4096 iterations of large
+    compile-time values, gigabytes held in its states)."""
+    assert graph_from_graphdef(build(form, 0, 3), outputs=["out"]) is not None
+    monkeypatch.setattr(while_loops_module, "MAX_STATIC_LOOP_BYTES", 4)  # one int32 counter: the second iteration is over
+    with pytest.raises(GraphError, match="add up to more than"):
+        graph_from_graphdef(build(form, 0, 3), outputs=["out"])
+    monkeypatch.undo()
+    monkeypatch.setattr(while_loops_module, "MAX_UNROLLED_NODES", len(build(form, 0, 3).node) + 2)
+    with pytest.raises(GraphError, match="larger than"):
+        graph_from_graphdef(build(form, 0, 3), outputs=["out"])
