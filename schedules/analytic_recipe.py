@@ -184,7 +184,8 @@ def analytic_blocking(
     if columns % unit and unit // lanes <= budget and unit <= round_up(last, lanes):
         columns = unit  # whole groups of a grouped convolution per register tile
     most_rows = max(1, budget // (columns // lanes))
-    rows = even_rows(anchor.extents[depth - 2], most_rows) if depth > 1 else 0
+    row_extent = anchor.extents[depth - 2] if depth > 1 else 0
+    rows = even_rows(row_extent, most_rows) if depth > 1 else 0
     if rows == 1:
         rows = 0
     reduction_tile = 0
@@ -203,12 +204,10 @@ def analytic_blocking(
     row_tile = 0
     if depth > 1 and reduction_tile:
         # a GEMM: the block of the row operand (mc x kc floats) takes about half of L2
-        row_extent = anchor.extents[depth - 2]
         row_tile = min(_round_down(caches.l2_bytes // 2 // (reduction * 4), max(rows, 1)), round_up(row_extent, max(rows, 1)))
     if threads > 1 and depth > 1 and not weights_outer and math.prod(anchor.extents[: depth - 2]) < threads:
         # nothing outside the rows to share among the threads (a MatMul, a batch of one
         # matrix): the rows are cut into one tile per thread, the parallel loop
-        row_extent = anchor.extents[depth - 2]
         split = round_up(-(-row_extent // threads), max(rows, 1))
         if split < row_extent:
             row_tile = min(row_tile, split) if row_tile else split

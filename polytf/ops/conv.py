@@ -301,6 +301,17 @@ def lower(node, inputs, outputs, context):
     return convolution_statements(node, y, (x.name, (r("r2"),)), (f.name, (r("r0"), r("r1"), r("r2"), r("d3"))), g.height, g.width, g.channels, context)
 
 
+def _static_types(node, builder: GraphBuilder) -> tuple[TensorType, TensorType] | None:
+    """The static types of a Conv2D node's input and filter, or None (unknown, dynamic, or
+    not two inputs): the precondition of both rewrite rules below."""
+    if len(node.inputs) != 2:
+        return None
+    input_type, filter_type = (builder.type_of(tensor) for tensor in node.inputs)
+    if input_type is None or filter_type is None or not input_type.is_static or not filter_type.is_static:
+        return None
+    return input_type, filter_type
+
+
 def expand_groups(node, builder: GraphBuilder) -> dict[int, str] | None:
     """A grouped Conv2D as ``GroupedConv2D(Reshape(input, [N, H, W, G, C/G]), filter)`` (the
     reshape is a view: no copy); None for a plain convolution or unknown types (nothing
@@ -309,9 +320,10 @@ def expand_groups(node, builder: GraphBuilder) -> dict[int, str] | None:
     Raises:
         ShapeError: see :func:`geometry`.
     """
-    input_type, filter_type = (builder.type_of(tensor) for tensor in node.inputs[:2]) if len(node.inputs) == 2 else (None, None)
-    if input_type is None or filter_type is None or not input_type.is_static or not filter_type.is_static:
+    types = _static_types(node, builder)
+    if types is None:
         return None
+    input_type, filter_type = types
     g = geometry(node, input_type, filter_type)
     if g.groups == 1:
         return None
@@ -345,9 +357,10 @@ def pointwise_as_matrix_product(node, builder: GraphBuilder) -> dict[int, str] |
     Raises:
         ShapeError: see :func:`geometry`.
     """
-    input_type, filter_type = (builder.type_of(tensor) for tensor in node.inputs[:2]) if len(node.inputs) == 2 else (None, None)
-    if input_type is None or filter_type is None or not input_type.is_static or not filter_type.is_static:
+    types = _static_types(node, builder)
+    if types is None:
         return None
+    input_type, filter_type = types
     if input_type.dtype != "float32" or filter_type.dtype != "float32" or input_type.rank != 4 or filter_type.rank != 4:
         return None
     g = geometry(node, input_type, filter_type)

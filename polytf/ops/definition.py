@@ -122,7 +122,8 @@ class OpDefinition:
             (:class:`~polytf.ops.expansion.Expansion`).
         matrix_product: the op is rewritten as a ``MatMul`` between row-major views when a
             node of it is one (a 1x1, stride-1, ungrouped ``Conv2D``: ``[N*H*W, C] x [C, O]``);
-            applied after batch-norm folding (:mod:`polytf.passes.matrix_products`).
+            applied after batch-norm folding
+            (:func:`polytf.passes.expansion.rewrite_matrix_products`).
         reduces_axes: the op combines its data input's elements along axes (``Sum``, ``Mean``,
             ``Max``, ``Min``, ``Prod``, ``All``, ``Any``; ``Softmax`` along its last): the fusion
             partition lets a float32 one join the kernel of its element-wise producer (XLA's
