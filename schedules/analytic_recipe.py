@@ -31,11 +31,16 @@ and the cache sizes of :class:`CacheSizes`:
 - loop order: when the operand indexed by the vectorised dimension (the weights) is
   larger than the other operand (the activations), that dimension's tiles are the
   outermost, parallel loop (each thread keeps its own panel in L2 and streams the
-  activations past it); otherwise the natural order, parallel over the first output
+  activations past it), ``nc`` then cut so that every thread gets as many columns as it
+  can (:func:`balanced_tile`: 128 columns as 4 x 32 on 2 threads, not 48 + 48 + 32); otherwise the natural order, parallel over the first output
   dimension that has more than one iteration; when no dimension outside the rows has one
   iteration per thread (a MatMul with more activations than weights: a 1x1 convolution's
-  ``[H*W, C] x [C, O]``), the rows get one tile per thread (``mc = ceil(M / threads)``,
-  rounded up to ``mr``), else every thread but one would wait;
+  ``[H*W, C] x [C, O]``), the rows are cut into tiles shared among the threads, else every
+  thread but one would wait: at most ``ceil(M / threads)`` rows (a multiple of ``mr``), at
+  most as many as keep the tile's block of the output (rows x ``nc``) in a quarter of L2
+  (the zero fill, the micro-kernels and the fused epilogue sweep it one after the other:
+  3136 x 256 outputs in tiles of 1572 rows were three trips to L3), balanced over the
+  threads (:func:`balanced_tile`);
 - pack the panels of the vectorised operand, and zero-pad a padded convolution's input,
   except a depthwise convolution's (:func:`depthwise_window`): its micro-kernel
   (:mod:`polytf.targets.depthwise_microkernel`) reads the input in place and skips the
@@ -55,7 +60,7 @@ from polytf.poly.flops import is_contraction
 from polytf.poly.statement import Statement
 from polytf.schedules.target_limits import round_up
 
-__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "depthwise_window", "even_rows", "register_column_multiple"]
+__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "balanced_tile", "depthwise_window", "even_rows", "register_column_multiple"]
 
 #: Reduction block of a single long reduction (BLIS ``kc``), in elements.
 REDUCTION_BLOCK = 256
@@ -138,6 +143,26 @@ def register_column_multiple(anchor: Statement, iterator: str) -> int:
     return multiple
 
 
+def balanced_tile(extent: int, most: int, multiple: int, threads: int) -> int:
+    """The tile of a parallel loop over ``extent`` that gives its ``threads`` (almost) the
+    least work on the busiest thread: the largest multiple of ``multiple`` up to ``most``
+    whose ``ceil(tiles / threads) * tile`` (``tiles = ceil(extent / tile)``) is within
+    1/32 of the least (smaller tiles balance finer but each costs a trip through the loops).
+
+    128 output channels in tiles of at most 48 on 2 threads: 48 makes three tiles, two on
+    one thread (96 channels against 64 on the other: the kernel runs at 2/3 of the FMA
+    peak); 32 makes four, two per thread (64 each)."""
+    if most < multiple or threads <= 1:
+        return most
+
+    def busiest(tile: int) -> int:
+        return -(-(-(-extent // tile)) // threads) * tile
+
+    candidates = range(multiple, most + 1, multiple)
+    least = min(busiest(tile) for tile in candidates)
+    return max(tile for tile in candidates if busiest(tile) * 32 <= least * 33)
+
+
 def _round_down(value: int, multiple: int) -> int:
     return max(multiple, value // multiple * multiple)
 
@@ -200,7 +225,7 @@ def analytic_blocking(
     activation_bytes = sum(size for _, size in other_reads)
     weights_outer = bool(vectorised_reads) and weights_bytes >= activation_bytes
     if weights_outer and threads > 1:
-        column_tile = min(column_tile, _round_down(-(-last // threads), columns))
+        column_tile = balanced_tile(last, min(column_tile, _round_down(-(-last // threads), columns)), columns, threads)
     row_tile = 0
     if depth > 1 and reduction_tile:
         # a GEMM: the block of the row operand (mc x kc floats) takes about half of L2
@@ -209,6 +234,10 @@ def analytic_blocking(
         # nothing outside the rows to share among the threads (a MatMul, a batch of one
         # matrix): the rows are cut into one tile per thread, the parallel loop
         split = round_up(-(-row_extent // threads), max(rows, 1))
+        # the zero fill, the micro-kernels and the epilogue each sweep a row tile's block of
+        # the output: a block within a quarter of L2 stays there between the sweeps
+        block_rows = _round_down(caches.l2_bytes // 4 // (column_tile * 4), max(rows, 1))
+        split = balanced_tile(row_extent, min(split, block_rows), max(rows, 1), threads)
         if split < row_extent:
             row_tile = min(row_tile, split) if row_tile else split
     pad = not depthwise_window(anchor, anchor.iterators[depth - 1])

@@ -37,10 +37,10 @@ import islpy as isl
 import llvmlite.ir as ir
 
 from polytf.poly.affine import AffineExpr, FloorDiv, Modulo, affine_of_ast, index_affine, quotient_affine, substitute
-from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
+from polytf.poly.expression import Binary, Compare, Constant, Expr, Load, Select, Unary
 from polytf.schedules.marks import MicrokernelMark, mark_of
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
-from polytf.targets.statement_codegen import F32, I32, I64, MAXIMUM_FLAGS, with_flags
+from polytf.targets.statement_codegen import F32, FLOAT_COMPARISONS, I32, I64, MAXIMUM_FLAGS, with_flags
 
 #: Unary ops emitted as LLVM vector intrinsics (exp, tanh, sigmoid, erf, erfc come from
 #: :mod:`polytf.targets.math_functions`).
@@ -221,8 +221,15 @@ def _identifiers(expression: isl.AstExpr) -> set[str]:
 
 
 def _arithmetic(expression: Expr) -> bool:
-    """Whether a body is float arithmetic only (loads, constants, unary and binary operators),
-    which :meth:`_Microkernel._value` emits on vectors."""
+    """Whether a body is float arithmetic only (loads, float constants, unary and binary
+    operators, and a selection between two of them on a comparison of two of them: a max
+    pooling's ``select(greater(x, acc), x, acc)``), which :meth:`_Microkernel._value` emits
+    on vectors."""
+    if isinstance(expression, Select):
+        condition = expression.condition
+        return isinstance(condition, Compare) and all(_arithmetic(child) for child in (condition.lhs, condition.rhs, expression.then, expression.otherwise))
+    if isinstance(expression, Constant) and expression.dtype != "float32":
+        return False
     return isinstance(expression, (Load, Constant, Unary, Binary)) and all(_arithmetic(child) for child in expression.children())
 
 
@@ -276,7 +283,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     if any(access.array == write.array and access != write for access in statement.value.loads()):
         return False
     if not _arithmetic(statement.value):
-        return False  # comparisons and selections (LeakyRelu, Elu, ClipByValue) go to the generic emitter
+        return False  # logic, conversions, gathers and integer values go to the generic emitter
 
     # isl drops loops of one iteration: each register loop must be the one that runs its
     # statement iterator, or the subtree is not the expected micro-kernel.
@@ -729,6 +736,16 @@ class _Microkernel:
                 return b.call(self._intrinsic(_VECTOR_INTRINSICS[expression.op], 2), [lhs, rhs], fastmath=flags)
             emit = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv, "fmod": b.frem}[expression.op]
             return emit(lhs, rhs, flags=flags)
+        if isinstance(expression, Select):
+            condition = expression.condition
+            lhs = self._value(condition.lhs, point, env, accumulator, cache, mask)
+            rhs = self._value(condition.rhs, point, env, accumulator, cache, mask)
+            symbol = FLOAT_COMPARISONS[condition.op]
+            # NaN: unequal to everything, every ordering false (as the generic emitter)
+            chosen = b.fcmp_unordered(symbol, lhs, rhs) if symbol == "!=" else b.fcmp_ordered(symbol, lhs, rhs)
+            then = self._value(expression.then, point, env, accumulator, cache, mask)
+            otherwise = self._value(expression.otherwise, point, env, accumulator, cache, mask)
+            return b.select(chosen, then, otherwise)
         raise TypeError(f"cannot vectorise expression {expression!r}")
 
 

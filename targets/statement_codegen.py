@@ -86,7 +86,8 @@ I8 = ir.IntType(8)
 MEMORY_TYPES = {"float32": F32, "int32": I32, "int64": I64, "bool": I8}
 #: type of a value in registers (bool: i1)
 VALUE_TYPES = {"float32": F32, "int32": I32, "int64": I64, "bool": I1}
-_FLOAT_COMPARISONS = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
+#: comparison op -> the LLVM predicate symbol (``fcmp`` ordered, ``!=`` unordered; ``icmp`` signed)
+FLOAT_COMPARISONS = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
 
 _COMPARISONS = {
     isl.ast_expr_op_type.eq: "==",
@@ -315,10 +316,10 @@ class StatementEmitter:
             if lhs.type != rhs.type:
                 lhs, rhs = self._convert(lhs, F32), self._convert(rhs, F32)
             if lhs.type == F32:
-                symbol = _FLOAT_COMPARISONS[expression.op]
+                symbol = FLOAT_COMPARISONS[expression.op]
                 # NaN: unequal to everything (not_equal true), every ordering false, as in C and TensorFlow
                 return b.fcmp_unordered(symbol, lhs, rhs) if symbol == "!=" else b.fcmp_ordered(symbol, lhs, rhs)
-            return b.icmp_signed(_FLOAT_COMPARISONS[expression.op], lhs, rhs)
+            return b.icmp_signed(FLOAT_COMPARISONS[expression.op], lhs, rhs)
         if isinstance(expression, Logical):
             lhs = self._convert(self._value(expression.lhs, point), I1)
             if expression.op == "not":
@@ -508,6 +509,6 @@ def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 __all__ = [
-    "I1", "I8", "I32", "I64", "F32", "MEMORY_TYPES", "VALUE_TYPES", "DEFAULT_FLAGS", "FAST_FLAGS", "MAXIMUM_FLAGS", "REDUCTION_FLAGS",
+    "I1", "I8", "I32", "I64", "F32", "MEMORY_TYPES", "VALUE_TYPES", "FLOAT_COMPARISONS", "DEFAULT_FLAGS", "FAST_FLAGS", "MAXIMUM_FLAGS", "REDUCTION_FLAGS",
     "StatementEmitter", "accumulation", "float_flags", "with_flags",
 ]

@@ -105,7 +105,8 @@ def compare_outputs(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.
         atol = config.atol_scale * scale + 1e-6
         if not np.all(np.isfinite(values) == np.isfinite(reference)):
             return f"non-finite values in output {name} (elements not written, or overflow)", float("inf")
-        difference = np.abs(values - reference)
+        with np.errstate(invalid="ignore"):  # inf - inf where both are infinite: not a difference
+            difference = np.abs(values - reference)
         worst = max(worst, float(np.max(difference, initial=0.0, where=np.isfinite(difference))))
         if not np.allclose(values, reference, rtol=config.rtol, atol=atol, equal_nan=True):
             return f"wrong result in output {name}: max abs error {worst:.3g} (tolerance rtol {config.rtol}, atol {atol:.3g})", worst

@@ -19,7 +19,7 @@ from hand_built_graphs import (
 from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, roundtrip
 
 from polytf.graph import Node
-from polytf.schedules.analytic_recipe import CacheSizes, analytic_blocking, even_rows
+from polytf.schedules.analytic_recipe import CacheSizes, analytic_blocking, balanced_tile, even_rows
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.schedules.validation import validate_recipe
@@ -56,6 +56,28 @@ def test_big_weights_put_their_panels_outermost_and_split_them_between_threads()
     assert blocking.column_tile <= 64  # 128 output channels: a panel per thread at least
     flipped = analytic_blocking(anchor, depth, 16, 32, CACHES, 2, weights, (("A0", 10**9),))
     assert not flipped.weights_outer
+
+
+@pytest.mark.parametrize(
+    "extent, most, multiple, threads, tile",
+    [(128, 48, 16, 2, 32), (128, 64, 16, 2, 64), (512, 16, 16, 2, 16), (96, 48, 16, 2, 48), (80, 48, 16, 2, 48), (160, 64, 16, 3, 64), (8, 16, 16, 2, 16)],
+)
+def test_balanced_tiles_leave_no_thread_with_an_extra_tile(extent, most, multiple, threads, tile):
+    assert balanced_tile(extent, most, multiple, threads) == tile
+    busiest = lambda t: -(-(-(-extent // t)) // threads) * t  # noqa: E731 - the work of the busiest thread
+    assert all(busiest(tile) * 32 <= busiest(other) * 33 for other in range(multiple, most + 1, multiple))
+
+
+def test_weights_outer_channel_tiles_divide_evenly_among_threads():
+    """ResNet50's 3x3 convolutions over 128 channels, with a 512 KiB L2 (48 columns fit half
+    of it): 4 tiles of 32 on 2 threads, not 48 + 48 + 32 (one thread with two thirds of the work)."""
+    kernel = kernels_of(graph_conv_bias_relu(28, 28, 128, 128, stride=1))[0]
+    anchor = anchor_statement(kernel.scop)
+    caches = CacheSizes(32 * 1024, 512 * 1024, 32 * 1024 * 1024)
+    weights, activations = (("A1", 9 * 128 * 128 * 4),), (("A0", 30 * 30 * 128 * 4),)
+    blocking = analytic_blocking(anchor, shared_band_depth(kernel.scop), 8, 16, caches, 2, weights, activations)
+    assert blocking.weights_outer and blocking.column_tile == 32
+    assert analytic_blocking(anchor, shared_band_depth(kernel.scop), 8, 16, caches, 1, weights, activations).column_tile == 48
 
 
 @pytest.mark.parametrize(
@@ -162,3 +184,18 @@ def test_a_matmul_with_more_activations_than_weights_splits_its_rows_among_the_t
     assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
     single = SearchSpace.for_scop(kernel.scop, 1, TARGET.vector_lanes, TARGET.vector_registers, CACHES).default_recipe()
     assert single.tile_sizes[0] == 0 or single.tile_sizes[0] >= 600  # one thread: no split
+
+
+def test_row_tiles_keep_their_block_of_the_output_in_l2():
+    """ResNet50's 1x1 expansion as a GEMM, [3136, 64] x [64, 256] with a 512 KiB L2: the zero
+    fill, the micro-kernels and the epilogue sweep a row tile's output block in turn, so the
+    block (rows x 256 floats) stays within a quarter of L2 (not 1572 rows, 1.6 MB, per thread),
+    and the tiles still divide evenly (within 1/32) between the threads."""
+    kernel = kernels_of(graph_matmul_bias_relu(m=3136, k=64, n=256))[0]
+    caches = CacheSizes(32 * 1024, 512 * 1024, 32 * 1024 * 1024)
+    recipe = SearchSpace.for_scop(kernel.scop, 2, 8, 16, caches).default_recipe()
+    rows, columns = recipe.tile_sizes
+    assert recipe.parallel and rows % recipe.register_tile_sizes[0] == 0
+    assert rows * min(columns, 256) * 4 <= caches.l2_bytes // 4
+    tiles = -(-3136 // rows)
+    assert -(-tiles // 2) * rows * 32 <= 3136 // 2 * 33

@@ -5,13 +5,16 @@ and the LLVM IR is inspected for what the emitter promises."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, graph_maxpool, kernels_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from roundtrip import LEGAL, roundtrip
 
+from polytf.config import MeasurementConfig
 from polytf.errors import ScheduleError
+from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.recipe import CpuRecipe
 from polytf.schedules.structure import shared_band_depth
 from polytf.schedules.target_limits import TargetLimits
@@ -19,6 +22,7 @@ from polytf.targets.cpu import CpuTarget
 from polytf.targets.microkernel import _Microkernel
 
 TARGET = CpuTarget()
+CHECK = MeasurementConfig(rtol=1e-4, atol_scale=1e-5)
 
 
 def _verify(kernel, recipe, threads=2):
@@ -89,6 +93,35 @@ def test_max_reduction_micro_kernel():
     tiles = (0,) * (depth - 2) + (4, 16)
     registers = (0,) * (depth - 2) + (2, 8)
     assert _verify(kernel, CpuRecipe(tile_sizes=tiles, register_tile_sizes=registers)) is None
+
+
+def test_max_pooling_keeps_its_maximum_in_registers_with_the_reference_nan_rule():
+    """A max pooling's update ``select(greater(x, acc), x, acc)`` is a vector compare and
+    select on the accumulators, not a masked store per tap; NaN taps are skipped (the
+    ordered comparison is false), infinities and signed zeros as the reference."""
+    kernel = kernels_of(graph_maxpool(9, 8, 16, padding="VALID"))[0]
+    depth = shared_band_depth(kernel.scop)
+    recipe = CpuRecipe(tile_sizes=(0,) * (depth - 2) + (4, 16), register_tile_sizes=(0,) * (depth - 2) + (2, 16), vector_width=8)
+    optimised = str(TARGET.optimise(TARGET.emit_llvm_ir(kernel.scop, recipe), kernel.scop.name))
+    assert "fcmp ogt <8 x float>" in optimised and "select <8 x i1>" in optimised
+    assert "llvm.masked.store" not in optimised
+    bench = KernelBench(kernel, seed=3)
+    (name,) = [info.name for info in kernel.input_arrays]
+    values = bench.inputs[name]
+    flat = values.reshape(-1)
+    flat[::7] = np.nan
+    flat[1::11] = np.inf
+    flat[2::13] = -np.inf
+    flat[3::5] = -0.0
+    bench.arrays[bench.index[name]][...] = values
+    bench.expected = kernel.reference(bench.inputs)
+    compiled = TARGET.compile(kernel.scop, recipe)
+    error, _ = bench.verify(compiled, 2, CHECK)
+    assert error is None
+    (output,) = [info.name for info in kernel.output_arrays]
+    produced = bench.arrays[bench.index[output]]
+    assert np.array_equal(produced, bench.expected[output])  # exactly: a maximum does not round
+    assert np.array_equal(np.signbit(produced), np.signbit(bench.expected[output]))
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
