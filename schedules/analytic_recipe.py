@@ -24,8 +24,13 @@ and the cache sizes of :class:`CacheSizes`:
   grouped convolution's ``floor(o / Og)``), ``nr`` is a multiple of that divisor too (and of
   ``L``): a register tile of whole groups keeps the index affine in the micro-kernel
   (4 x 24 for 24 outputs per group on AVX2);
-- ``kc = 256`` for a single long reduction (a MatMul's ``K``), else no reduction tile (a
-  convolution's ``kh x kw x C`` is swept whole: its packed filter panel is sized instead);
+- ``kc`` about 256 (``K`` cut into even blocks of at most 256, rounded up to the lanes) for a
+  single reduction (a MatMul's ``K``) too long for the register tile's row panel
+  (``mr x K`` floats) to stay in L1, else no reduction tile: an untiled reduction lets the
+  micro-kernel start from zero and apply the epilogue in registers
+  (:func:`polytf.schedules.builder.register_tile_run`), which measured 2x on MobileNetV2's
+  ``[196, 576] x [576, 96]`` projection; a convolution's ``kh x kw x C`` is swept whole (its
+  packed filter panel is sized instead);
 - ``nc``: the largest multiple of ``nr`` whose packed panel (``K x nc`` floats) takes at
   most half of L2, at most ``N / threads`` so that every thread gets a panel;
 - loop order: when the operand indexed by the vectorised dimension (the weights) is
@@ -215,9 +220,11 @@ def analytic_blocking(
         rows = 0
     reduction_tile = 0
     reduction = math.prod(extents[r] for r in reductions)
-    if len(reductions) == 1 and extents[reductions[0]] > 2 * REDUCTION_BLOCK:
-        reduction_tile = REDUCTION_BLOCK
-        reduction = REDUCTION_BLOCK
+    long = extents[reductions[0]] if len(reductions) == 1 else 0
+    if long > 2 * REDUCTION_BLOCK and max(rows, 1) * long * 4 > caches.l1_bytes:
+        blocks = -(-long // REDUCTION_BLOCK)
+        reduction_tile = round_up(-(-long // blocks), lanes)  # even blocks: 576 is not 256 + 256 + 64
+        reduction = reduction_tile
     panel_columns = caches.l2_bytes // 2 // max(1, reduction * 4)
     column_tile = _round_down(panel_columns, columns)
     column_tile = min(column_tile, round_up(last, columns))

@@ -70,7 +70,7 @@ from polytf.schedules.marks import MicrokernelMark, ParallelMark
 from polytf.schedules.recipe import GpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
 from polytf.schedules.target_limits import TargetLimits
-from polytf.schedules.tree_nodes import insert_statement_sequence, partial_schedule, union_domain
+from polytf.schedules.tree_nodes import insert_statement_sequence, insert_unit_sequence, partial_schedule, union_domain
 from polytf.schedules.validation import validate_recipe
 
 
@@ -148,6 +148,85 @@ def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, reci
     return node
 
 
+def register_tile_run(scop: Scop, recipe: ScheduleRecipe) -> tuple[Statement, ...]:
+    """The statements that run once per register tile of the anchor, with it: the longest run
+    of main statements around the anchor, in program order, over the shared output
+    dimensions only (an accumulator's zero fill before it, a fused epilogue after it: bias,
+    activation, residual add), when each element any of them writes is only ever accessed by
+    them at the index of its write (so each tile's statements depend on that tile alone). Empty
+    when the recipe has no register tile, tiles a reduction (the epilogue would run before the
+    sum is complete) or the anchor's inner band has a loop the others do not have.
+
+    The run shares the anchor's register-tile band; below it each statement runs over the
+    tile's points (the anchor as its micro-kernel), so the output block a tile writes is still
+    in L1 when its epilogue reads it, where before the fill, the micro-kernels and the epilogue
+    each swept the whole cache tile::
+
+        before                                   after
+        for cache tile:                          for cache tile:
+          for d0: for d1: C = 0                    for d0/6: for d1/16:
+          for d0/6: for d1/16: micro-kernel          for d0 (6): for d1 (16): C = 0
+          for d0: for d1: D = relu(C + b)            micro-kernel
+                                                     for d0 (6): for d1 (16): D = relu(C + b)
+    """
+    if not any(recipe.register_tile_sizes) or any(recipe.reduction_tile_sizes):
+        return ()
+    statements = main_statements(scop)
+    anchor = anchor_statement(scop)
+    depth = shared_band_depth(scop)
+    shared = set(anchor.iterators[:depth])
+    band = inner_band(scop, anchor, recipe)
+    registers = dict(zip(band.microkernel_registers, band.register_sizes))
+    allowed = shared | {f"floor(({iterator})/{size})" for iterator, size in registers.items()}
+    if not band.microkernel_registers or not set(band.band) <= allowed:
+        return ()
+    position = statements.index(anchor)
+    start = position
+    while start > 0 and len(statements[start - 1].iterators) == depth:
+        start -= 1
+    end = position + 1
+    while end < len(statements) and len(statements[end].iterators) == depth:
+        end += 1
+    run = statements[start:end]
+    if len(run) < 2:
+        return ()
+    writes = {}
+    for statement in run:
+        if writes.setdefault(statement.write.array, statement.write.index) != statement.write.index:
+            return ()
+    for statement in run:
+        if any(access.array in writes and access.index != writes[access.array] for access in statement.reads):
+            return ()
+    return run
+
+
+def _insert_register_tile_run(node: isl.ScheduleNode, scop: Scop, run: tuple[Statement, ...], recipe: ScheduleRecipe) -> isl.ScheduleNode:
+    """Insert the band of :func:`register_tile_run` and, below it, each statement's points
+    (the anchor's micro-kernel); returns the node at the same place."""
+    anchor = anchor_statement(scop)
+    band = inner_band(scop, anchor, recipe)
+    node = node.insert_partial_schedule(partial_schedule(run, [lambda _, e=e: e for e in band.band])).child(0)
+
+    def points(below: isl.ScheduleNode, statement: Statement) -> isl.ScheduleNode:
+        levels = 0
+        if statement.name == anchor.name:
+            below = below.insert_mark(band.microkernel_mark().to_id()).child(0)
+            levels += 1
+            if band.microkernel_reductions:
+                below = below.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
+                levels += 1
+        below = below.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_registers])).child(0)
+        levels += 1
+        for _ in range(levels):
+            below = below.parent()
+        return below
+
+    node = insert_statement_sequence(node, run, points)
+    while node.get_type() != isl.schedule_node_type.band:
+        node = node.parent()
+    return node
+
+
 def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
     statements = list(main_statements(scop))
     depth = shared_band_depth(scop)
@@ -162,7 +241,13 @@ def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
         for position in range(depth):
             node = node.band_member_set_coincident(position, True)
         node = mark_parallel_loop(node) if recipe.parallel else node.child(0)
-    node = insert_statement_sequence(node, statements, lambda below, s: _insert_inner(below, scop, s, recipe))
+    run = register_tile_run(scop, recipe)
+    if not run:
+        node = insert_statement_sequence(node, statements, lambda below, s: _insert_inner(below, scop, s, recipe))
+        return node.get_schedule()
+    first, last = statements.index(run[0]), statements.index(run[-1])
+    units = [(s,) for s in statements[:first]] + [run] + [(s,) for s in statements[last + 1 :]]
+    node = insert_unit_sequence(node, units, lambda below, unit: _insert_register_tile_run(below, scop, unit, recipe) if unit == run else _insert_inner(below, scop, unit[0], recipe))
     return node.get_schedule()
 
 

@@ -53,4 +53,22 @@ def insert_statement_sequence(node: isl.ScheduleNode, statements: Sequence[State
     return node
 
 
-__all__ = ["MemberExpression", "partial_schedule", "union_domain", "insert_statement_sequence"]
+def insert_unit_sequence(
+    node: isl.ScheduleNode, units: Sequence[tuple[Statement, ...]], subtree: Callable[[isl.ScheduleNode, tuple[Statement, ...]], isl.ScheduleNode]
+) -> isl.ScheduleNode:
+    """As :func:`insert_statement_sequence`, over units of one or more statements (one filter
+    per unit, the union of its statements' domains), in program order."""
+    if len(units) == 1:
+        return subtree(node, units[0])
+    filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(units))
+    for unit in units:
+        filters = filters.add(union_domain(unit))
+    node = node.insert_sequence(filters)
+    for index, unit in enumerate(units):
+        node = subtree(node.child(index).child(0), unit)
+        while node.get_type() != isl.schedule_node_type.sequence:
+            node = node.parent()
+    return node
+
+
+__all__ = ["MemberExpression", "partial_schedule", "union_domain", "insert_statement_sequence", "insert_unit_sequence"]

@@ -56,7 +56,7 @@ from polytf.poly.statement import Statement
 from polytf.schedules.marks import MicrokernelMark, ParallelMark, mark_of
 from polytf.targets.depthwise_microkernel import emit_depthwise_body
 from polytf.targets.depthwise_pattern import depthwise_plan
-from polytf.targets.microkernel import emit_microkernel
+from polytf.targets.microkernel import emit_microkernel, emit_register_tile_run
 from polytf.targets.statement_codegen import I32, I64, MEMORY_TYPES, StatementEmitter
 
 I8_POINTER = ir.IntType(8).as_pointer()
@@ -282,9 +282,14 @@ class KernelModuleBuilder(StatementEmitter):
         if kind == isl.ast_node_type.for_:
             self._emit_for(node, env, distribute=False)
         elif kind == isl.ast_node_type.block:
-            children = node.block_get_children()
-            for i in range(children.n_ast_node()):
-                self._emit_node(children.get_at(i), env)
+            children = _children(node)
+            position = 0
+            while position < len(children):
+                # a register tile's zero fill, micro-kernel and epilogue, fused in registers
+                fused = emit_register_tile_run(self, children, position, env)
+                if not fused:
+                    self._emit_node(children[position], env)
+                position += max(1, fused)
         elif kind == isl.ast_node_type.if_:
             condition = self._expression(node.if_get_cond(), env)
             if node.if_has_else_node():

@@ -233,10 +233,86 @@ def _arithmetic(expression: Expr) -> bool:
     return isinstance(expression, (Load, Constant, Unary, Binary)) and all(_arithmetic(child) for child in expression.children())
 
 
-def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> bool:
-    """Emit the micro-kernel under ``mark`` with ``generator`` (a KernelModuleBuilder).
+@dataclass(frozen=True)
+class _PointNest:
+    """A loop nest over one register tile's points around one statement, as isl generates
+    the zero fill and the epilogue of :func:`polytf.schedules.builder.register_tile_run`
+    beside the micro-kernel: ``node`` (the outermost loop), the statement, the call's
+    arguments and the register loops (this nest's iterators, the micro-kernel's starts)."""
 
-    Returns False (having emitted nothing) when the subtree does not have the expected shape.
+    node: isl.AstNode
+    statement: object
+    arguments: tuple
+    registers: tuple[_RegisterLoop, ...]
+
+
+def _same_header(loop: isl.AstNode, register: isl.AstNode) -> bool:
+    """Whether two loops run the same values: equal start, step and bound, up to the name of
+    their iterator (the bound expressions are compared as C text)."""
+    condition, other = loop.for_get_cond(), register.for_get_cond()
+    if condition.get_type() != isl.ast_expr_type.op or other.get_type() != isl.ast_expr_type.op:
+        return False
+    return (
+        condition.op_get_type() == other.op_get_type()
+        and loop.for_get_init().to_C_str() == register.for_get_init().to_C_str()
+        and loop.for_get_inc().to_C_str() == register.for_get_inc().to_C_str()
+        and condition.op_get_arg(1).to_C_str() == other.op_get_arg(1).to_C_str()
+    )
+
+
+def _point_nest(generator, node: isl.AstNode, register_nodes: list[isl.AstNode], registers: list[_RegisterLoop]) -> _PointNest | None:
+    """``node`` as a :class:`_PointNest` over the register loops ``register_nodes``, or None."""
+    loops = []
+    while node.get_type() == isl.ast_node_type.for_ and len(loops) < len(register_nodes):
+        loops.append(node)
+        node = node.for_get_body()
+    if len(loops) != len(register_nodes) or node.get_type() != isl.ast_node_type.user:
+        return None
+    if not all(_same_header(loop, register) for loop, register in zip(loops, register_nodes)):
+        return None
+    call = node.user_get_expr()
+    statement = generator.statements.get(call.op_get_arg(0).id_get_id().get_name())
+    arguments = tuple(call.op_get_arg(i + 1) for i in range(call.op_get_n_arg() - 1))
+    if statement is None or len(arguments) != len(statement.iterators) or not _arithmetic(statement.value):
+        return None
+    nest_registers = tuple(_RegisterLoop(loop.for_get_iterator().get_id().get_name(), r.start, r.size) for loop, r in zip(loops, registers))
+    return _PointNest(loops[0], statement, arguments, nest_registers)
+
+
+def emit_register_tile_run(generator, children: list[isl.AstNode], position: int, env: dict[str, ir.Value]) -> int:
+    """Emit, from ``children[position]`` of an AST block, a micro-kernel with the point nests
+    beside it in the same register tile (:func:`polytf.schedules.builder.register_tile_run`):
+    a zero fill of its accumulators just before it becomes their initial value in registers,
+    the epilogue statements just after it are computed on the registers before the one store
+    of each element they write (as a BLAS micro-kernel applies its post-ops: bias, activation,
+    residual add), where before each nest swept the tile's block through memory.
+
+    Returns how many children were emitted (0: nothing here to fuse, nothing emitted).
+    Partial tiles (the last of an extent that is not a multiple of the register tile) run the
+    nests as loops around the micro-kernel's cut-short variants.
+    """
+    index = position
+    prologue_node = None
+    if children[index].get_type() != isl.ast_node_type.mark:
+        prologue_node = children[index]
+        index += 1
+    if index >= len(children) or children[index].get_type() != isl.ast_node_type.mark or not isinstance(mark_of(children[index]), MicrokernelMark):
+        return 0
+    mark = children[index]
+    following = children[index + 1 :]
+    if prologue_node is None and not following:
+        return 0
+    return emit_microkernel(generator, mark, env, prologue_node, following) or 0
+
+
+def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], prologue_node: isl.AstNode | None = None, following: list[isl.AstNode] = ()) -> int:
+    """Emit the micro-kernel under ``mark`` with ``generator`` (a KernelModuleBuilder); with
+    ``prologue_node`` (the AST node before the mark) and ``following`` (those after it), as
+    :func:`emit_register_tile_run` describes.
+
+    Returns the number of AST nodes emitted (the mark, plus the prologue and epilogue nests
+    fused with it), or 0 (having emitted nothing) when the subtree does not have the expected
+    shape or, with ``prologue_node`` or ``following``, when there is nothing to fuse.
     """
     tiles = _register_tiles(mark)
     sizes = [size for size, _ in tiles]
@@ -295,9 +371,24 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
     emitter = _Microkernel(generator, statement, arguments, registers, reduction_loops, env)
     if not emitter.analyse():
         return False
+    initial, prologue, epilogues = _fused_nests(generator, emitter, register_nodes, prologue_node, following, env)
+    if prologue_node is not None and prologue is None:
+        return 0  # the node before the mark is not its zero fill: the caller emits it, then the mark
+    if following and prologue is None and not epilogues:
+        return 0
+    emitted = 1 + (prologue is not None) + len(epilogues)
+
+    def loops_before() -> None:
+        if prologue is not None:
+            generator._emit_node(prologue.node, env)
+
+    def loops_after() -> None:
+        for epilogue in epilogues:
+            generator._emit_node(epilogue.statement_nest.node, env)
+
     if not runtime_checks:
-        emitter.emit()
-        return True
+        emitter.emit(initial, epilogues)
+        return emitted
     b = generator.builder
     full_others = ir.Constant(ir.IntType(1), 1)
     full_last = ir.Constant(ir.IntType(1), 1)
@@ -334,8 +425,9 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
 
     with b.if_else(b.and_(full_others, full_last)) as (then, otherwise):
         with then:
-            emitter.emit()
+            emitter.emit(initial, epilogues)
         with otherwise:
+            loops_before()
             # A tile cut short only in its last (vector) dimension, the usual case of an
             # extent that is not a multiple of the vector width: masked vectors (or columns).
             # A tile cut short in one other dimension (the last rows of a convolution's
@@ -351,7 +443,60 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value]) -> 
                         _emit_short_rows(emitter, short_rows[0], extent, full_last, cut_short_last, generic)
                     else:
                         generic()
-    return True
+            loops_after()
+    return emitted
+
+
+def _fused_nests(generator, emitter: _Microkernel, register_nodes, prologue_node, following, env):
+    """``(initial value, prologue nest, epilogue emitters)`` that the micro-kernel of
+    ``emitter`` takes over: a prologue nest writing a float constant to exactly the
+    accumulators' elements (its value becomes their start), and the longest run of the
+    ``following`` nests whose statements read the elements written by the micro-kernel or an
+    earlier epilogue only at the index written, each with the micro-kernel's vector width."""
+    registers = list(emitter.registers)
+    initial, prologue = None, None
+    if prologue_node is not None:
+        nest = _point_nest(generator, prologue_node, register_nodes, registers)
+        if nest is not None and nest.statement.write == emitter.statement.write and isinstance(nest.statement.value, Constant) and _argument_text(nest) == _same_arguments(nest, emitter):
+            initial, prologue = float(nest.statement.value.value), nest
+    written = {emitter.statement.write.array: emitter.statement.write}
+    epilogues = []
+    for node in following:
+        nest = _point_nest(generator, node, register_nodes, registers)
+        if nest is None or _argument_text(nest) != _same_arguments(nest, emitter):
+            break
+        accesses = (nest.statement.write,) + nest.statement.value.loads()
+        if any(access.array in written and access != written[access.array] for access in accesses):
+            break
+        if nest.statement.write.array in written and nest.statement.write != written[nest.statement.write.array]:
+            break
+        if nest.statement.write not in written.values() and nest.statement.write in accesses[1:]:
+            break  # it accumulates into an element the tile did not compute: kept in memory
+        epilogue = _Microkernel(generator, nest.statement, nest.arguments, nest.registers, [], env)
+        if not epilogue.analyse() or epilogue.width != emitter.width:
+            break
+        epilogue.statement_nest = nest
+        written[nest.statement.write.array] = nest.statement.write
+        epilogues.append(epilogue)
+    return initial, prologue, epilogues
+
+
+def _argument_text(nest: _PointNest) -> tuple[str, ...]:
+    return tuple(argument.to_C_str() for argument in nest.arguments)
+
+
+def _same_arguments(nest: _PointNest, emitter: _Microkernel) -> tuple:
+    """The arguments ``nest``'s call must have to run the statement iterators the micro-kernel
+    runs at the same point: the micro-kernel's, its register iterators renamed to the nest's.
+    Compared as C text (isl AST expressions have no structural equality in islpy)."""
+    renamed = {register.iterator: own.iterator for register, own in zip(emitter.registers, nest.registers)}
+    expected = []
+    for name in nest.statement.iterators:
+        if name not in emitter.statement.iterators:
+            return ()
+        text = emitter.arguments[emitter.statement.iterators.index(name)].to_C_str()
+        expected.append(renamed.get(text, text))
+    return tuple(expected)
 
 
 def _emit_short_rows(emitter: _Microkernel, short_row: tuple[int, ir.Value], extent: int, full_last: ir.Value, cut_short_last, generic) -> None:
@@ -463,6 +608,11 @@ class _Microkernel:
         self.masking: tuple[ir.Value, int] | None = None
         #: access -> its _AddressPlan (None: read point by point)
         self._address_plans: dict = {}
+        #: element -> its value in registers at the point being emitted (an epilogue's reads of
+        #: what the micro-kernel or an earlier epilogue computed)
+        self.held: dict = {}
+        #: the AST nest this emitter stands for, when it is an epilogue (:func:`_fused_nests`)
+        self.statement_nest: _PointNest | None = None
 
     # -- analysis ------------------------------------------------------------------------
     def _iterator_forms(self, offsets: tuple[int, ...]) -> dict[str, AffineExpr] | None:
@@ -619,7 +769,16 @@ class _Microkernel:
             forms[name] = form
         return forms
 
-    def emit(self) -> None:
+    def _write_pointer(self, point) -> ir.Value:
+        """The (vector) pointer to the element this statement writes at register point ``point``."""
+        form = self._lane_forms(self.statement.write, point)[0]
+        pointer = self._pointer(self.statement.write.array, form, self.env)
+        return self.g.builder.bitcast(pointer, self.vector_type.as_pointer()) if self.width > 1 else pointer
+
+    def emit(self, initial: float | None = None, epilogues: list[_Microkernel] = ()) -> None:
+        """The micro-kernel: accumulators loaded (or set to ``initial``), the reduction loops,
+        then each of ``epilogues`` (statements over the same points, :func:`_fused_nests`)
+        computed on the accumulators, and one store per element written."""
         g = self.g
         b = g.builder
         slots = []
@@ -627,12 +786,10 @@ class _Microkernel:
         points = self._active_points()
         masks = {point: self._mask(point) for point in points}
         for point in points:
-            form = self._lane_forms(self.statement.write, point)[0]
-            pointer = self._pointer(self.statement.write.array, form, self.env)
-            if self.width > 1:
-                pointer = b.bitcast(pointer, self.vector_type.as_pointer())
+            pointer = self._write_pointer(point)
             slot = g.alloca(self.vector_type, name="accumulator")
-            b.store(self._vector_load(pointer, masks[point]), slot)
+            start = self._vector_load(pointer, masks[point]) if initial is None else self._splat(ir.Constant(F32, initial))
+            b.store(start, slot)
             slots.append(slot)
             write_pointers.append(pointer)
 
@@ -644,8 +801,22 @@ class _Microkernel:
                 b.store(value, slot)
 
         self._emit_reduction_loops(0, self.env, body)
-        for point, slot, pointer in zip(points, slots, write_pointers):
-            self._vector_store(b.load(slot), pointer, masks[point])
+        if not epilogues:
+            for point, slot, pointer in zip(points, slots, write_pointers):
+                self._vector_store(b.load(slot), pointer, masks[point])
+            return
+        # element written -> (its statement's emitter, value per point), in order of first write
+        held = {self.statement.write: (self, [b.load(slot) for slot in slots])}
+        for epilogue in epilogues:
+            values = []
+            for index, point in enumerate(points):
+                epilogue.held = {access: point_values[index] for access, (_, point_values) in held.items()}
+                values.append(epilogue._value(epilogue.statement.value, point, epilogue.env, None, {}, None))
+            epilogue.held = {}
+            held[epilogue.statement.write] = (epilogue, values)
+        for owner, values in held.values():
+            for point, value in zip(points, values):
+                owner._vector_store(value, owner._write_pointer(point), masks[point])
 
     def _emit_reduction_loops(self, level: int, env, body) -> None:
         if level == len(self.reduction_loops):
@@ -709,6 +880,8 @@ class _Microkernel:
         b = self.g.builder
         flags = self.g.flags
         if isinstance(expression, Load):
+            if expression.access in self.held:  # an element an earlier statement of the tile left in registers
+                return self.held[expression.access]
             if expression.access == self.statement.write:
                 return accumulator
             return self._load(expression.access, point, env, cache, mask)
@@ -749,4 +922,4 @@ class _Microkernel:
         raise TypeError(f"cannot vectorise expression {expression!r}")
 
 
-__all__ = ["emit_microkernel"]
+__all__ = ["emit_microkernel", "emit_register_tile_run"]

@@ -36,12 +36,12 @@ def test_even_rows_use_the_fewest_tiles_of_equal_size(extent, most, rows):
 
 @pytest.mark.parametrize("limits, register_tile", [(AVX2_LIMITS, (6, 16)), (AVX512_LIMITS, (12, 32))])
 def test_register_tile_fills_three_quarters_of_the_vector_registers(limits, register_tile):
-    kernel = kernels_of(graph_matmul_bias_relu(96, 700, 64))[0]
+    kernel = kernels_of(graph_matmul_bias_relu(96, 2100, 64))[0]
     anchor = anchor_statement(kernel.scop)
-    blocking = analytic_blocking(anchor, 2, limits.vector_lanes, limits.vector_registers, CACHES, 2, (("A1", 700 * 64 * 4),), (("A0", 96 * 700 * 4),))
+    blocking = analytic_blocking(anchor, 2, limits.vector_lanes, limits.vector_registers, CACHES, 2, (("A1", 2100 * 64 * 4),), (("A0", 96 * 2100 * 4),))
     assert (blocking.register_rows, blocking.register_columns) == register_tile
     assert limits.accumulators(register_tile) <= limits.vector_registers * 3 // 4
-    assert blocking.reduction_tile == 256  # one long reduction: BLIS's kc
+    assert blocking.reduction_tile == 240  # one long reduction: BLIS's kc, 2100 as 9 even blocks
     assert blocking.column_tile % blocking.register_columns == 0
     assert blocking.column_tile * blocking.reduction_tile * 4 <= CACHES.l2_bytes // 2
 
@@ -199,3 +199,16 @@ def test_row_tiles_keep_their_block_of_the_output_in_l2():
     assert rows * min(columns, 256) * 4 <= caches.l2_bytes // 4
     tiles = -(-3136 // rows)
     assert -(-tiles // 2) * rows * 32 <= 3136 // 2 * 33
+
+
+@pytest.mark.parametrize("depth, tiled", [(576, False), (1024, False), (2048, True)])
+def test_a_reduction_is_tiled_only_when_the_row_panel_leaves_l1(depth, tiled):
+    """MobileNetV2's [196, 576] x [576, 96] keeps its reduction whole (a 6-row panel of 576
+    floats fits a 32 KiB L1), so its micro-kernel starts from zero and applies the epilogue in
+    registers; ResNet50's K = 2048 is cut into blocks of 256."""
+    kernel = kernels_of(graph_matmul_bias_relu(196, depth, 96))[0]
+    caches = CacheSizes(32 * 1024, 512 * 1024, 32 * 1024 * 1024)
+    blocking = analytic_blocking(anchor_statement(kernel.scop), 2, 8, 16, caches, 2, (("A1", depth * 96 * 4),), (("A0", 196 * depth * 4),))
+    assert bool(blocking.reduction_tile) == tiled
+    if tiled:
+        assert blocking.reduction_tile == 256

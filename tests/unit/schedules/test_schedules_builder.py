@@ -8,7 +8,7 @@ from polytf.errors import ScheduleError
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
-from polytf.schedules.builder import build_ast, build_schedule
+from polytf.schedules.builder import build_ast, build_schedule, register_tile_run
 from polytf.schedules.legality import check_legality
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
@@ -111,3 +111,44 @@ def test_init_after_update_is_rejected():
     build_schedule(reversed_scop, CpuRecipe())
     with pytest.raises(ScheduleError, match="dependence"):
         check_legality(reversed_scop, build_schedule(scop, CpuRecipe(), check=False))
+
+
+GOLDEN_REGISTER_TILE_RUN = """for (int c2 = 0; c2 <= 1; c2 += 1)
+  for (int c3 = 0; c3 <= 1; c3 += 1) {
+    for (int c4 = 3 * c2; c4 <= 3 * c2 + 2; c4 += 1)
+      for (int c5 = 8 * c3; c5 <= 8 * c3 + 7; c5 += 1)
+        S0(c4, c5);
+    // microkernel 3x8 d0,d1
+    for (int c4 = 0; c4 <= 4; c4 += 1)
+      for (int c5 = 3 * c2; c5 <= 3 * c2 + 2; c5 += 1)
+        for (int c6 = 8 * c3; c6 <= 8 * c3 + 7; c6 += 1)
+          S1(c5, c6, c4);
+    for (int c4 = 3 * c2; c4 <= 3 * c2 + 2; c4 += 1)
+      for (int c5 = 8 * c3; c5 <= 8 * c3 + 7; c5 += 1)
+        S2(c4, c5);
+  }
+"""
+
+
+def _matmul_relu(reads_neighbour: bool = False) -> Scop:
+    base = matmul_scop(6, 16, 5)
+    read = Access.of("C", "d0", "d1") if not reads_neighbour else Access.of("C", "d0", "15 - d1")
+    relu = Statement("S2", ("d0", "d1"), (6, 16), Access.of("D", "d0", "d1"), Binary("max", Load(read), Constant(0.0)))
+    arrays = base.arrays[:2] + (ArrayInfo("C", (6, 16), "float32", "temporary"), ArrayInfo("D", (6, 16), "float32", "output"))
+    return Scop("matmul_relu", base.statements + (relu,), arrays)
+
+
+def test_zero_fill_and_epilogue_run_once_per_register_tile():
+    """The zero fill and the epilogue share the anchor's register-tile band (each register
+    tile's output block is filled, accumulated and finished while it is in L1), unless a
+    reduction is tiled (the epilogue would run on a partial sum) or the epilogue reads another
+    tile's element (then each statement keeps its own sweep of the cache tile)."""
+    scop = _matmul_relu()
+    recipe = CpuRecipe(tile_sizes=(6, 16), register_tile_sizes=(3, 8))
+    assert [s.name for s in register_tile_run(scop, recipe)] == ["S0", "S1", "S2"]
+    assert build_ast(build_schedule(scop, recipe)).to_C_str() == GOLDEN_REGISTER_TILE_RUN
+    assert register_tile_run(scop, CpuRecipe(tile_sizes=(6, 16), register_tile_sizes=(3, 8), reduction_tile_sizes=(2,))) == ()
+    assert register_tile_run(scop, CpuRecipe(tile_sizes=(6, 16))) == ()
+    mirrored = _matmul_relu(reads_neighbour=True)
+    assert register_tile_run(mirrored, recipe) == ()
+    check_legality(mirrored, build_schedule(mirrored, recipe, check=False))  # the unfused tree stays legal
