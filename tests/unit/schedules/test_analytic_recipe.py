@@ -212,3 +212,14 @@ def test_a_reduction_is_tiled_only_when_the_row_panel_leaves_l1(depth, tiled):
     assert bool(blocking.reduction_tile) == tiled
     if tiled:
         assert blocking.reduction_tile == 256
+
+
+@pytest.mark.parametrize("width, register_tile", [(7, (4, 24)), (8, (4, 24)), (14, (5, 16)), (28, (6, 16))])
+def test_evened_rows_that_leave_accumulators_unused_get_a_third_vector(width, register_tile):
+    """AVX2, 512 output channels: 7 or 8 output columns even out to tiles of 4 rows, whose two
+    vectors per row would fill 8 of the 12 accumulators: the tile gets a third vector (4 x 24);
+    5 and 6 rows keep two vectors (10 and 12 accumulators)."""
+    kernel = kernels_of(graph_conv_bias_relu(width, width, 16, 512, stride=1))[0]
+    blocking = analytic_blocking(anchor_statement(kernel.scop), shared_band_depth(kernel.scop), 8, 16, CACHES, 2, (("A1", 9 * 16 * 512 * 4),), (("A0", 10**9),))
+    assert (blocking.register_rows, blocking.register_columns) == register_tile
+    assert blocking.register_rows * blocking.register_columns // 8 <= 12
