@@ -128,24 +128,35 @@ def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> Inne
     )
 
 
-def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> isl.ScheduleNode:
-    """Insert the inner bands of ``statement`` at ``node``; returns the node at the same place."""
-    band = inner_band(scop, statement, recipe)
+def _insert_band(node: isl.ScheduleNode, statements, expressions) -> isl.ScheduleNode:
+    """Insert a band of ``expressions`` (the same for every statement) at ``node``; returns the node below it."""
+    return node.insert_partial_schedule(partial_schedule(statements, [lambda _, e=e: e for e in expressions])).child(0)
+
+
+def _insert_points(node: isl.ScheduleNode, statement: Statement, band: InnerBand, microkernel: bool) -> isl.ScheduleNode:
+    """Insert ``statement``'s register-tile points at ``node``, below the micro-kernel mark and
+    the reduction points when ``microkernel`` (the anchor); returns the node at the same place."""
     levels = 0
-    if band.band:
-        node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.band])).child(0)
-        levels += 1
-    if band.microkernel_registers:
+    if microkernel:
         node = node.insert_mark(band.microkernel_mark().to_id()).child(0)
         levels += 1
         if band.microkernel_reductions:
-            node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
+            node = _insert_band(node, [statement], band.microkernel_reductions)
             levels += 1
-        node = node.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_registers])).child(0)
-        levels += 1
-    for _ in range(levels):
+    node = _insert_band(node, [statement], band.microkernel_registers)
+    for _ in range(levels + 1):
         node = node.parent()
     return node
+
+
+def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> isl.ScheduleNode:
+    """Insert the inner bands of ``statement`` at ``node``; returns the node at the same place."""
+    band = inner_band(scop, statement, recipe)
+    if band.band:
+        node = _insert_band(node, [statement], band.band)
+    if band.microkernel_registers:
+        node = _insert_points(node, statement, band, microkernel=True)
+    return node.parent() if band.band else node
 
 
 def register_tile_run(scop: Scop, recipe: ScheduleRecipe) -> tuple[Statement, ...]:
@@ -205,21 +216,10 @@ def _insert_register_tile_run(node: isl.ScheduleNode, scop: Scop, run: tuple[Sta
     (the anchor's micro-kernel); returns the node at the same place."""
     anchor = anchor_statement(scop)
     band = inner_band(scop, anchor, recipe)
-    node = node.insert_partial_schedule(partial_schedule(run, [lambda _, e=e: e for e in band.band])).child(0)
+    node = _insert_band(node, run, band.band)
 
     def points(below: isl.ScheduleNode, statement: Statement) -> isl.ScheduleNode:
-        levels = 0
-        if statement.name == anchor.name:
-            below = below.insert_mark(band.microkernel_mark().to_id()).child(0)
-            levels += 1
-            if band.microkernel_reductions:
-                below = below.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_reductions])).child(0)
-                levels += 1
-        below = below.insert_partial_schedule(partial_schedule([statement], [lambda _, e=e: e for e in band.microkernel_registers])).child(0)
-        levels += 1
-        for _ in range(levels):
-            below = below.parent()
-        return below
+        return _insert_points(below, statement, band, microkernel=statement.name == anchor.name)
 
     node = insert_statement_sequence(node, run, points)
     while node.get_type() != isl.schedule_node_type.band:

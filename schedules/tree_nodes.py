@@ -40,17 +40,7 @@ def insert_statement_sequence(node: isl.ScheduleNode, statements: Sequence[State
     filter per statement; nothing for a single statement), each filter's subtree built by
     ``subtree(node below the filter, statement)``, which returns a node of the new tree.
     Returns a node of the new tree (the sequence, or the single statement's subtree's)."""
-    if len(statements) == 1:
-        return subtree(node, statements[0])
-    filters = isl.UnionSetList.alloc(isl.DEFAULT_CONTEXT, len(statements))
-    for statement in statements:
-        filters = filters.add(isl.UnionSet.from_set(statement.domain()))
-    node = node.insert_sequence(filters)
-    for index, statement in enumerate(statements):
-        node = subtree(node.child(index).child(0), statement)
-        while node.get_type() != isl.schedule_node_type.sequence:
-            node = node.parent()
-    return node
+    return insert_unit_sequence(node, [(statement,) for statement in statements], lambda below, unit: subtree(below, unit[0]))
 
 
 def insert_unit_sequence(

@@ -38,6 +38,7 @@ import llvmlite.ir as ir
 
 from polytf.poly.affine import AffineExpr, FloorDiv, Modulo, affine_of_ast, index_affine, quotient_affine, substitute
 from polytf.poly.expression import Binary, Compare, Constant, Expr, Load, Select, Unary
+from polytf.poly.statement import Statement
 from polytf.schedules.marks import MicrokernelMark, mark_of
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
 from polytf.targets.statement_codegen import F32, FLOAT_COMPARISONS, I32, I64, MAXIMUM_FLAGS, with_flags
@@ -241,8 +242,8 @@ class _PointNest:
     arguments and the register loops (this nest's iterators, the micro-kernel's starts)."""
 
     node: isl.AstNode
-    statement: object
-    arguments: tuple
+    statement: Statement
+    arguments: tuple[isl.AstExpr, ...]
     registers: tuple[_RegisterLoop, ...]
 
 
@@ -322,7 +323,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
         loops.append(node)
         node = node.for_get_body()
     if not sizes or node.get_type() != isl.ast_node_type.user or len(loops) < len(sizes):
-        return False
+        return 0
     reduction_loops, register_nodes = loops[: len(loops) - len(sizes)], loops[len(loops) - len(sizes) :]
     reduction_names = {loop.for_get_iterator().get_id().get_name() for loop in reduction_loops}
     register_names = {loop.for_get_iterator().get_id().get_name() for loop in register_nodes}
@@ -332,17 +333,17 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
     for loop, size in zip(register_nodes, sizes):
         shape = _trip_form(loop)
         if shape is None:
-            return False
+            return 0
         start, trip, upper = shape
         # A start or bound that names an iterator inside the tile, such as min(6*c4 + 5,
         # 111 - c7/2) (a strided convolution whose padding taps are cut from the domain),
         # changes the tile's row count inside the reduction, which a register tile cannot follow.
         if set(start.iterators) & tile_names or _identifiers(upper) & tile_names:
-            return False
+            return 0
         if trip is not None:
             if trip != AffineExpr.of(size):
                 if trip.is_constant:
-                    return False
+                    return 0
                 runtime_checks.append((len(registers), start, trip, None, size))
         else:
             runtime_checks.append((len(registers), start, None, upper, size))
@@ -351,26 +352,26 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
     call = node.user_get_expr()
     statement = generator.statements.get(call.op_get_arg(0).id_get_id().get_name())
     if statement is None:
-        return False
+        return 0
     arguments = [call.op_get_arg(i + 1) for i in range(call.op_get_n_arg() - 1)]
     if len(arguments) != len(statement.iterators):
-        return False
+        return 0
     write = statement.write
     if any(access.array == write.array and access != write for access in statement.value.loads()):
-        return False
+        return 0
     if not _arithmetic(statement.value):
-        return False  # logic, conversions, gathers and integer values go to the generic emitter
+        return 0  # logic, conversions, gathers and integer values go to the generic emitter
 
     # isl drops loops of one iteration: each register loop must be the one that runs its
     # statement iterator, or the subtree is not the expected micro-kernel.
     for (_, name), register in zip(tiles, registers):
         position = statement.iterators.index(name) if name in statement.iterators else -1
         if position < 0 or affine_of_ast(arguments[position], {}) != AffineExpr.of(register.iterator):
-            return False
+            return 0
 
     emitter = _Microkernel(generator, statement, arguments, registers, reduction_loops, env)
     if not emitter.analyse():
-        return False
+        return 0
     initial, prologue, epilogues = _fused_nests(generator, emitter, register_nodes, prologue_node, following, env)
     if prologue_node is not None and prologue is None:
         return 0  # the node before the mark is not its zero fill: the caller emits it, then the mark
