@@ -41,7 +41,7 @@ from polytf.poly.expression import Binary, Compare, Constant, Expr, Load, Select
 from polytf.poly.statement import Statement
 from polytf.schedules.marks import MicrokernelMark, mark_of
 from polytf.targets.math_functions import MATH_FUNCTIONS, math_function
-from polytf.targets.statement_codegen import F32, FLOAT_COMPARISONS, I32, I64, MAXIMUM_FLAGS, with_flags
+from polytf.targets.statement_codegen import F32, I32, I64, MAXIMUM_FLAGS, float_comparison, with_flags
 
 #: Unary ops emitted as LLVM vector intrinsics (exp, tanh, sigmoid, erf, erfc come from
 #: :mod:`polytf.targets.math_functions`).
@@ -914,9 +914,7 @@ class _Microkernel:
             condition = expression.condition
             lhs = self._value(condition.lhs, point, env, accumulator, cache, mask)
             rhs = self._value(condition.rhs, point, env, accumulator, cache, mask)
-            symbol = FLOAT_COMPARISONS[condition.op]
-            # NaN: unequal to everything, every ordering false (as the generic emitter)
-            chosen = b.fcmp_unordered(symbol, lhs, rhs) if symbol == "!=" else b.fcmp_ordered(symbol, lhs, rhs)
+            chosen = float_comparison(b, condition.op, lhs, rhs)
             then = self._value(expression.then, point, env, accumulator, cache, mask)
             otherwise = self._value(expression.otherwise, point, env, accumulator, cache, mask)
             return b.select(chosen, then, otherwise)

@@ -87,7 +87,15 @@ MEMORY_TYPES = {"float32": F32, "int32": I32, "int64": I64, "bool": I8}
 #: type of a value in registers (bool: i1)
 VALUE_TYPES = {"float32": F32, "int32": I32, "int64": I64, "bool": I1}
 #: comparison op -> the LLVM predicate symbol (``fcmp`` ordered, ``!=`` unordered; ``icmp`` signed)
-FLOAT_COMPARISONS = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
+_FLOAT_COMPARISONS = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">", "greater_equal": ">="}
+
+
+def float_comparison(builder: ir.IRBuilder, op: str, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    """``op`` (a :data:`~polytf.poly.expression.COMPARE_OPS` name) of two float scalars or
+    vectors: NaN is unequal to everything (``not_equal`` true, an unordered compare) and every
+    ordering with NaN is false (ordered compares), as in C and TensorFlow."""
+    symbol = _FLOAT_COMPARISONS[op]
+    return builder.fcmp_unordered(symbol, lhs, rhs) if symbol == "!=" else builder.fcmp_ordered(symbol, lhs, rhs)
 
 _COMPARISONS = {
     isl.ast_expr_op_type.eq: "==",
@@ -316,10 +324,8 @@ class StatementEmitter:
             if lhs.type != rhs.type:
                 lhs, rhs = self._convert(lhs, F32), self._convert(rhs, F32)
             if lhs.type == F32:
-                symbol = FLOAT_COMPARISONS[expression.op]
-                # NaN: unequal to everything (not_equal true), every ordering false, as in C and TensorFlow
-                return b.fcmp_unordered(symbol, lhs, rhs) if symbol == "!=" else b.fcmp_ordered(symbol, lhs, rhs)
-            return b.icmp_signed(FLOAT_COMPARISONS[expression.op], lhs, rhs)
+                return float_comparison(b, expression.op, lhs, rhs)
+            return b.icmp_signed(_FLOAT_COMPARISONS[expression.op], lhs, rhs)
         if isinstance(expression, Logical):
             lhs = self._convert(self._value(expression.lhs, point), I1)
             if expression.op == "not":
@@ -509,6 +515,6 @@ def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 __all__ = [
-    "I1", "I8", "I32", "I64", "F32", "MEMORY_TYPES", "VALUE_TYPES", "FLOAT_COMPARISONS", "DEFAULT_FLAGS", "FAST_FLAGS", "MAXIMUM_FLAGS", "REDUCTION_FLAGS",
+    "I1", "I8", "I32", "I64", "F32", "MEMORY_TYPES", "VALUE_TYPES", "float_comparison", "DEFAULT_FLAGS", "FAST_FLAGS", "MAXIMUM_FLAGS", "REDUCTION_FLAGS",
     "StatementEmitter", "accumulation", "float_flags", "with_flags",
 ]

@@ -9,7 +9,15 @@ import re
 
 import numpy as np
 import pytest
-from hand_built_graphs import build_graph, const, graph_conv_bias_relu, graph_matmul_bias_relu, graph_maxpool, kernels_of, placeholder
+from hand_built_graphs import (
+    build_graph,
+    const,
+    graph_conv_bias_relu,
+    graph_matmul_bias_relu,
+    graph_maxpool,
+    kernels_of,
+    placeholder,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from roundtrip import LEGAL, roundtrip
@@ -255,7 +263,7 @@ def _residual_block(rows, columns, depth):
 
 
 @pytest.mark.parametrize("rows, columns", [(12, 32), (13, 21), (9, 40), (7, 20)])
-def test_epilogues_run_on_the_accumulators_of_whole_and_partial_tiles(rows, columns):
+def test_epilogues_run_on_the_accumulators_of_whole_and_partial_tiles(monkeypatch, rows, columns):
     """With the zero fill and the epilogue in the register tile (register_tile_run), a whole
     tile's accumulators start from a splatted 0.0 (no load of the output) and the epilogue is
     computed on them before the one store; tiles cut short in rows or columns run the fill and
@@ -272,13 +280,7 @@ def test_epilogues_run_on_the_accumulators_of_whole_and_partial_tiles(rows, colu
     assert bench.verify(fused, 2, CHECK)[0] is None
     (output,) = [info.name for info in kernel.output_arrays]
     fused_values = bench.arrays[bench.index[output]].copy()
-    import polytf.schedules.builder as builder
-
-    original = builder.register_tile_run
-    builder.register_tile_run = lambda scop, recipe: ()
-    try:
-        unfused = TARGET.compile(kernel.scop, recipe)
-    finally:
-        builder.register_tile_run = original
+    monkeypatch.setattr("polytf.schedules.builder.register_tile_run", lambda scop, recipe: ())
+    unfused = TARGET.compile(kernel.scop, recipe)
     assert bench.verify(unfused, 2, CHECK)[0] is None
     assert np.array_equal(bench.arrays[bench.index[output]], fused_values)
