@@ -30,8 +30,13 @@ after Gareev et al., TACO 2018)::
           for r0: for d0 (6): for d1 (16): C += A*B
       D = C + b ...
 
-Copy statements of data-layout transformations (packing, zero-padding, im2col) come
-first, each as its own band over its written index, in a sequence before that tree.
+Copy statements of data-layout transformations (packing, zero-padding, im2col, Winograd
+input transforms) come first, each as its own band over its written index, in a sequence
+before that tree; copies over the same points (:func:`~polytf.schedules.shared_nests.copy_groups`)
+share one band over their common leading iterators, each copy below it over the rest. After
+the anchor of a contraction, statements over the shared dimensions alone that touch each
+element at one point (:func:`~polytf.schedules.shared_nests.elementwise_units`) share one
+inner band instead of a sweep of the cache tile each.
 
 With ``parallel``, a ``parallel`` mark (:class:`~polytf.schedules.marks.ParallelMark`) names
 the loops that may run on all threads: in the outer band, the first member that is a loop
@@ -59,6 +64,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polytf.errors import ScheduleError
+from polytf.poly.affine import AffineExpr
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.data_layout import apply_data_layout
@@ -68,6 +74,7 @@ from polytf.schedules.gpu_search_space import default_gpu_recipe
 from polytf.schedules.legality import check_legality
 from polytf.schedules.marks import MicrokernelMark, ParallelMark
 from polytf.schedules.recipe import GpuRecipe, ScheduleRecipe
+from polytf.schedules.shared_nests import copy_groups, elementwise_units, group_depth
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
 from polytf.schedules.target_limits import TargetLimits
 from polytf.schedules.tree_nodes import insert_statement_sequence, insert_unit_sequence, partial_schedule, union_domain
@@ -104,7 +111,7 @@ def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> Inne
     own = list(statement.iterators[depth:])
     in_band = set(tiled_shared + own)
     if statement.name != anchor_statement(scop).name:  # by name: the analyses are memoised per equal Scop
-        return InnerBand(tuple(tiled_shared + own))
+        return InnerBand(_contiguous_innermost(statement, tiled_shared, own))
     expressions = []
     for iterator, size in zip(statement.reduction_iterators, recipe.reduction_tile_sizes):
         if size > 0:
@@ -126,6 +133,23 @@ def inner_band(scop: Scop, statement: Statement, recipe: ScheduleRecipe) -> Inne
         tuple(it for it in statement.iterators if it in register),
         tuple(register[it] for it in statement.iterators if it in register),
     )
+
+
+def _contiguous_innermost(statement: Statement, tiled_shared: list[str], own: list[str]) -> tuple[str, ...]:
+    """The inner band of a statement other than the anchor: its tiled shared iterators, then
+    its own; but when its innermost tiled shared iterator alone indexes the contiguous
+    (last) dimension of its write and none of its own does, its own iterators go before
+    that one, so the innermost loop stores contiguously (it vectorises). A Winograd kernel's
+    zero fill ``M[n, th, tw, e, o] = 0`` over ``(n, th, tw, o, e)`` runs ``for tw: for e:
+    for o`` instead of ``for tw: for o: for e`` (a store every α² floats).
+    Statements with reductions keep their order (it is their summation order's loop nest)."""
+    if not own or not tiled_shared or statement.reduction_iterators:
+        return tuple(tiled_shared + own)
+    last = statement.write.index[-1] if statement.write.index else None
+    innermost = tiled_shared[-1]
+    if not isinstance(last, AffineExpr) or last != AffineExpr.of(innermost):
+        return tuple(tiled_shared + own)
+    return tuple(tiled_shared[:-1] + own + [innermost])
 
 
 def _insert_band(node: isl.ScheduleNode, statements, expressions) -> isl.ScheduleNode:
@@ -161,9 +185,11 @@ def _insert_inner(node: isl.ScheduleNode, scop: Scop, statement: Statement, reci
 
 def register_tile_run(scop: Scop, recipe: ScheduleRecipe) -> tuple[Statement, ...]:
     """The statements that run once per register tile of the anchor, with it: the longest run
-    of main statements around the anchor, in program order, over the shared output
-    dimensions only (an accumulator's zero fill before it, a fused epilogue after it: bias,
-    activation, residual add), when each element any of them writes is only ever accessed by
+    of main statements around the anchor, in program order, over the anchor's output
+    iterators exactly (an accumulator's zero fill before it, a fused epilogue after it: bias,
+    activation, residual add; a Winograd kernel's zero fill of its products ``M[n, th, tw, e,
+    o]``, over the transformed point ``e`` that its output transform does not share), when
+    each element any of them writes is only ever accessed by
     them at the index of its write (so each tile's statements depend on that tile alone). Empty
     when the recipe has no register tile, tiles a reduction (the epilogue would run before the
     sum is complete) or the anchor's inner band has a loop the others do not have.
@@ -188,15 +214,16 @@ def register_tile_run(scop: Scop, recipe: ScheduleRecipe) -> tuple[Statement, ..
     shared = set(anchor.iterators[:depth])
     band = inner_band(scop, anchor, recipe)
     registers = dict(zip(band.microkernel_registers, band.register_sizes))
-    allowed = shared | {f"floor(({iterator})/{size})" for iterator, size in registers.items()}
+    outputs = anchor.output_iterators
+    allowed = shared | set(outputs) | {f"floor(({iterator})/{size})" for iterator, size in registers.items()}
     if not band.microkernel_registers or not set(band.band) <= allowed:
         return ()
     position = statements.index(anchor)
     start = position
-    while start > 0 and len(statements[start - 1].iterators) == depth:
+    while start > 0 and statements[start - 1].iterators == outputs:
         start -= 1
     end = position + 1
-    while end < len(statements) and len(statements[end].iterators) == depth:
+    while end < len(statements) and statements[end].iterators == outputs:
         end += 1
     run = statements[start:end]
     if len(run) < 2:
@@ -242,13 +269,28 @@ def _main_schedule(scop: Scop, recipe: ScheduleRecipe) -> isl.Schedule:
             node = node.band_member_set_coincident(position, True)
         node = mark_parallel_loop(node) if recipe.parallel else node.child(0)
     run = register_tile_run(scop, recipe)
-    if not run:
-        node = insert_statement_sequence(node, statements, lambda below, s: _insert_inner(below, scop, s, recipe))
-        return node.get_schedule()
-    first, last = statements.index(run[0]), statements.index(run[-1])
-    units = [(s,) for s in statements[:first]] + [run] + [(s,) for s in statements[last + 1 :]]
-    node = insert_unit_sequence(node, units, lambda below, unit: _insert_register_tile_run(below, scop, unit, recipe) if unit == run else _insert_inner(below, scop, unit[0], recipe))
-    return node.get_schedule()
+    units = elementwise_units(scop, run)
+
+    def subtree(below: isl.ScheduleNode, unit: tuple[Statement, ...]) -> isl.ScheduleNode:
+        if run and unit == run:
+            return _insert_register_tile_run(below, scop, unit, recipe)
+        if len(unit) > 1:
+            return _insert_elementwise_unit(below, scop, unit, recipe)
+        return _insert_inner(below, scop, unit[0], recipe)
+
+    return insert_unit_sequence(node, units, subtree).get_schedule()
+
+
+def _insert_elementwise_unit(node: isl.ScheduleNode, scop: Scop, unit: tuple[Statement, ...], recipe: ScheduleRecipe) -> isl.ScheduleNode:
+    """Insert one band of an :func:`elementwise_units` unit's tiled shared iterators and, below
+    it, its statements in program order; returns the node at the same place."""
+    band = inner_band(scop, unit[0], recipe).band
+    if band:
+        node = _insert_band(node, unit, band)
+    node = insert_statement_sequence(node, unit, lambda below, _: below)
+    while node.get_type() != isl.schedule_node_type.band and band:
+        node = node.parent()
+    return node.parent() if band else node
 
 
 def _copy_schedule(statement: Statement, parallel: bool = False) -> isl.Schedule:
@@ -272,6 +314,34 @@ def _copy_schedule(statement: Statement, parallel: bool = False) -> isl.Schedule
         # outermost loop is distributed.
         members = tuple(range(node.get_schedule_depth(), node.get_schedule_depth() + len(expressions)))
         node = node.insert_mark(ParallelMark(members).to_id())
+    return node.get_schedule()
+
+
+def _copy_group_schedule(group: tuple[Statement, ...], parallel: bool = False) -> isl.Schedule:
+    """Copies of one :func:`copy_groups` group in one nest: a band over their shared leading
+    iterators, then each copy in program order over the rest of the index it writes, so what
+    one copy writes is still in cache when the next reads it::
+
+        before                                       after
+        for n, th, tw, ξ, c: T[.., 0, ξ, c] = ...    for n, th, tw:
+        ...                                            for ξ, c: T[.., 0, ξ, c] = ...
+        for n, th, tw, ν, c: V[.., ν, c] = ...T...     ...
+                                                       for ν, c: V[.., ν, c] = ...T...
+    """
+    depth = group_depth(group)
+    schedule = isl.Schedule.from_domain(union_domain(group))
+    node = schedule.get_root().child(0)
+    node = node.insert_partial_schedule(partial_schedule(group, [lambda s, k=k: s.iterators[k] for k in range(depth)]))
+    for position in range(depth):
+        node = node.band_member_set_coincident(position, True)
+    if parallel:
+        node = node.insert_mark(ParallelMark(tuple(range(node.get_schedule_depth(), node.get_schedule_depth() + depth))).to_id()).child(0)
+
+    def rest(below: isl.ScheduleNode, statement: Statement) -> isl.ScheduleNode:
+        expressions = [index.to_isl() for index in statement.write.index[depth:]]
+        return _insert_band(below, [statement], expressions).parent()
+
+    node = insert_statement_sequence(node.child(0), group, rest)
     return node.get_schedule()
 
 
@@ -384,8 +454,9 @@ def schedule_scop(
         prepared = Scop(prepared.name, tuple(s for s in prepared.statements if s not in ahead), prepared.arrays, prepared.ops)
     try:
         result = _main_schedule(prepared, recipe)
-        for copy in reversed(copy_statements(prepared)):
-            result = _copy_schedule(copy, recipe.parallel).sequence(result)
+        for group in reversed(copy_groups(copy_statements(prepared))):
+            copies = _copy_schedule(group[0], recipe.parallel) if len(group) == 1 else _copy_group_schedule(group, recipe.parallel)
+            result = copies.sequence(result)
     except isl.Error as error:
         raise ScheduleError(f"kernel {scop.name}: isl could not build the schedule for recipe {recipe.to_json()}: {error}") from None
     if check:

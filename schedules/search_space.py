@@ -51,7 +51,7 @@ from polytf.schedules.legality import carries_no_dependence
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.schedules.target_limits import TargetLimits
-from polytf.schedules.winograd import WINOGRAD_ALGORITHMS, winograd_applies
+from polytf.schedules.winograd import WINOGRAD_ALGORITHMS, preferred_winograd, winograd_applies, winograd_problem, winograd_tiles
 
 VECTOR_WIDTHS = (0, 1, 4, 8, 16)
 UNROLL_COUNTS = (0, 1, 2, 4, 8)
@@ -150,6 +150,12 @@ class SearchSpace(DimensionChoices):
     coincident: tuple[bool, ...] = ()
     #: the analytic default's parameters (:mod:`polytf.schedules.analytic_recipe`), or empty
     analytic: tuple[tuple[str, object], ...] = ()
+    #: ``(algorithm, parameters)`` of the analytic Winograd recipes
+    #: (:func:`~polytf.schedules.winograd.winograd_tiles`), or empty
+    winograd: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    #: the Winograd algorithm of the default recipe ("" for the direct convolution;
+    #: :func:`~polytf.schedules.winograd.preferred_winograd`)
+    default_algorithm: str = ""
 
     @staticmethod
     def for_scop(scop: Scop, threads: int = 1, lanes: int = 8, registers: int | None = None, caches: CacheSizes | None = None) -> SearchSpace:
@@ -202,9 +208,31 @@ class SearchSpace(DimensionChoices):
         if blocking is None:
             return space
         analytic = space._analytic_params(blocking)
+        starts = [analytic]
+        winograd_params = []
+        if winograd and depth == 4:
+            problem = winograd_problem(scop)
+            last_tile = analytic[f"tile_d{depth - 1}"]
+            weights_outer = blocking.weights_outer and coincident[depth - 1]
+            for algorithm in winograd:
+                tiles = winograd_tiles(problem, WINOGRAD_ALGORITHMS[algorithm], last_tile, blocking.register_columns, weights_outer, caches or CacheSizes(), threads)
+                params = {**analytic, "algorithm": algorithm, "tile_d1": tiles.rows, f"tile_d{depth - 1}": tiles.channels}
+                winograd_params.append((algorithm, tuple(params.items())))
+                starts.append(params)
         # the analytic values join the choices, so that the tuner can start from them
-        widened = tuple((name, values if name not in analytic or analytic[name] in values else (*values, analytic[name])) for name, values in dims)
-        return SearchSpace(widened, depth, anchor.reduction_iterators, tuple(extents[:depth]), packable, tuple(coincident), tuple(analytic.items()))
+        widened = tuple((name, tuple(dict.fromkeys([*values, *(start[name] for start in starts if name in start)]))) for name, values in dims)
+        default_algorithm = preferred_winograd(winograd_problem(scop)) if winograd_params else ""
+        return SearchSpace(
+            widened,
+            depth,
+            anchor.reduction_iterators,
+            tuple(extents[:depth]),
+            packable,
+            tuple(coincident),
+            tuple(analytic.items()),
+            tuple(winograd_params),
+            default_algorithm,
+        )
 
     def _analytic_params(self, blocking: AnalyticBlocking) -> dict:
         """The parameters of the analytic default recipe (see :mod:`polytf.schedules.analytic_recipe`)."""
@@ -333,6 +361,8 @@ class SearchSpace(DimensionChoices):
         """The untuned recipe: the analytic blocking of :mod:`polytf.schedules.analytic_recipe`
         for kernels with a reduction; otherwise program order, no tiling, LLVM's own
         choices, parallel when legal."""
+        if self.default_algorithm:
+            return self.recipe(dict(dict(self.winograd)[self.default_algorithm]))
         if self.analytic:
             return self.recipe(dict(self.analytic))
         return self.plain_recipe()
@@ -379,8 +409,11 @@ class SearchSpace(DimensionChoices):
                     if self.depth > 1:
                         params[f"tile_d{last - 1}"] = outer_tile if outer_tile in self.choices(f"tile_d{last - 1}") else 0
                     result.append(self.recipe(params))
+            analytic_winograd = dict(self.winograd)
             for algorithm in ("im2col", *WINOGRAD_ALGORITHMS):
-                if algorithm in self.choices("algorithm") and result:
+                if algorithm in analytic_winograd:
+                    result.append(self.recipe(dict(analytic_winograd[algorithm])))
+                elif algorithm in self.choices("algorithm") and result:
                     params = dict(self.params(result[0]))
                     params["algorithm"] = algorithm
                     result.append(self.recipe(params))

@@ -267,6 +267,6 @@ def validate_recipe(scop: Scop, recipe: ScheduleRecipe, limits: TargetLimits | N
         # the builder schedules (polytf.schedules.winograd.winograd_recipe)
         _check_cpu(scop, recipe, core, limits)
         rewritten = winograd_scop(scop, recipe.algorithm)
-        translated = winograd_recipe(scop, recipe)
+        translated = winograd_recipe(scop, recipe, limits)
         return _check_cpu(rewritten, translated, _check_core(rewritten, replace(translated, algorithm="direct")), limits)
     return _check_cpu(scop, recipe, core, limits)

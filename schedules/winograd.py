@@ -32,8 +32,8 @@ F[kh, kw, c, o]`` (stride 1, dilation 1, 3×3, one group, float32) with ``TH = c
                                                                                           a batched GEMM)
                                                Y[n, m·th+i, m·tw+j, o] = (Aᵀ M A)[i,j]   (m² statements,
                                                                                           guarded at the border)
-                                               Y = relu(Y + b) ... over (n,th,tw,o,i,j)  (the epilogue,
-                                                                                          re-indexed by tile)
+                                               Y = relu(Y + b) ...                       (the epilogue, m²
+                                                                                          statements, re-indexed)
 
 The filter transform reads only the filter: for a constant filter (a model's weights) the
 schedule builder leaves it to the caller, which runs it once when the model is built
@@ -75,19 +75,23 @@ from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo, subst
 from polytf.poly.expression import Access, Binary, Constant, Expr, Gather, Load, subexpressions
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import CopyKind, Statement
+from polytf.schedules.analytic_recipe import CacheSizes, balanced_tile, even_rows
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.schedules.structure import anchor_statement, copy_statements, main_statements, shared_band_depth
-from polytf.schedules.target_limits import round_up
+from polytf.schedules.target_limits import TargetLimits, round_up
 
 __all__ = [
     "WINOGRAD_ALGORITHMS",
     "WINOGRAD_TOLERANCE",
+    "WinogradTiles",
     "apply_winograd",
+    "preferred_winograd",
     "verification_tolerance",
     "winograd_applies",
     "winograd_problem",
     "winograd_recipe",
     "winograd_scop",
+    "winograd_tiles",
 ]
 
 #: Algorithm name -> output tile size ``m`` of F(m×m, 3×3).
@@ -348,36 +352,36 @@ def _rewrite(scop: Scop, problem: WinogradProblem, m: int) -> Scop:
             padded, "d0", AffineExpr.combine((1, "d1"), constant=top), AffineExpr.combine((1, "d2"), constant=left), "d3"
         )
         copy(tuple(box), inside, shifted, Load(Access.of(source.name, *box)))
-    # 2. the input transform V[n, th, tw, α·ξ + ν, c] = (Bᵀ d B)[ξ, ν] in two passes (α
-    # copies each): T[n, th, tw, ξ, j, c] = Σ_i Bᵀ[ξ, i] d[i, j], then Σ_j T[.., ξ, j, ..] Bᵀ[ν, j]
-    rows_transformed = new_array((batch, tiles_h, tiles_w, alpha, alpha, ins), "input transform, rows")
+    # 2. the input transform V[n, th, tw, α·ξ + ν, c] = (Bᵀ d B)[ξ, ν] = Σ_i Σ_j Bᵀ[ξ, i] Bᵀ[ν, j]
+    # d[m·th + i, m·tw + j] in one pass (α² copies, each of the window's values with a
+    # non-zero coefficient): no row-transformed intermediate, whose array (as large as V) a
+    # model's call would sweep through memory once more
     transformed_input = new_array((batch, tiles_h, tiles_w, alpha * alpha, ins), "input transform")
-    extents = (batch, tiles_h, tiles_w, alpha, ins)
-    five = ("d0", "d1", "d2", "d3", "d4")
+    four = ("d0", "d1", "d2", "d3")
     for xi in range(alpha):
-        terms = [
-            (
-                Fraction(transform_input[xi][i]),
-                Load(
-                    Access.of(
-                        padded, "d0", AffineExpr.combine((m, "d1"), constant=i), AffineExpr.combine((m, "d2"), (1, "d3")), "d4"
-                    )
-                ),
+        for nu in range(alpha):
+            terms = [
+                (
+                    Fraction(transform_input[xi][i]) * Fraction(transform_input[nu][j]),
+                    Load(
+                        Access.of(
+                            padded,
+                            "d0",
+                            AffineExpr.combine((m, "d1"), constant=i),
+                            AffineExpr.combine((m, "d2"), constant=j),
+                            "d3",
+                        )
+                    ),
+                )
+                for i in range(alpha)
+                for j in range(alpha)
+            ]
+            copy(
+                four,
+                (batch, tiles_h, tiles_w, ins),
+                Access.of(transformed_input, "d0", "d1", "d2", alpha * xi + nu, "d3"),
+                _linear_combination(terms),
             )
-            for i in range(alpha)
-        ]
-        copy(five, extents, Access.of(rows_transformed, "d0", "d1", "d2", xi, "d3", "d4"), _linear_combination(terms))
-    for nu in range(alpha):
-        terms = [
-            (Fraction(transform_input[nu][j]), Load(Access.of(rows_transformed, "d0", "d1", "d2", "d3", j, "d4")))
-            for j in range(alpha)
-        ]
-        copy(
-            five,
-            extents,
-            Access.of(transformed_input, "d0", "d1", "d2", AffineExpr.combine((alpha, "d3"), constant=nu), "d4"),
-            _linear_combination(terms),
-        )
     # 3. the filter transform U[e, c, o] = (G g Gᵀ)[ξ, ν] (run once when the filter is a constant)
     transformed_filter = new_array((alpha * alpha, ins, outs), "filter")
     for xi in range(alpha):
@@ -412,72 +416,66 @@ def _rewrite(scop: Scop, problem: WinogradProblem, m: int) -> Scop:
         Binary("mul", Load(Access.of(transformed_input, n, th, tw, e, c)), Load(Access.of(transformed_filter, e, c, o))),
     )
     gemm = Statement(anchor.name, (n, th, tw, o, e, c), (*outer, ins), product, update, node=anchor.node, op=anchor.op)
-    # 5. the output transform Y[n, m·th + i, m·tw + j, o] = (Aᵀ M A)[i, j] in two passes (m
-    # statements each): Z[n, th, tw, i, ν, o] = Σ_ξ Aᵀ[i, ξ] M[.., α·ξ + ν, ..], then Σ_ν Z Aᵀ[j, ν],
-    # guarded at the border
+    # 5. the output transform Y[n, m·th + i, m·tw + j, o] = (Aᵀ M A)[i, j] = Σ_ξ Σ_ν Aᵀ[i, ξ]
+    # Aᵀ[j, ν] M[.., α·ξ + ν, ..] in one pass (m² statements over the shared dimensions, each
+    # of the products with a non-zero coefficient), guarded at the border
     output = anchor.write.array
     main: list[Statement] = [initialisation, gemm]
-    rows_output = new_array((batch, tiles_h, tiles_w, m, alpha, outs), "output transform, rows")
     for i in range(m):
-        terms = [
-            (
-                Fraction(transform_output[i][xi]),
-                Load(Access.of(products, n, th, tw, AffineExpr.combine((1, "d4"), constant=alpha * xi), o)),
+        for j in range(m):
+            terms = [
+                (
+                    Fraction(transform_output[i][xi]) * Fraction(transform_output[j][nu]),
+                    Load(Access.of(products, n, th, tw, alpha * xi + nu, o)),
+                )
+                for xi in range(alpha)
+                for nu in range(alpha)
+            ]
+            main.append(
+                Statement(
+                    f"{anchor.name}_out{i}_{j}",
+                    (n, th, tw, o),
+                    (batch, tiles_h, tiles_w, outs),
+                    Access.of(output, n, AffineExpr.combine((m, th), constant=i), AffineExpr.combine((m, tw), constant=j), o),
+                    _linear_combination(terms),
+                    _inside_output(m, i, j, height, width),
+                    node=anchor.node,
+                    op=anchor.op,
+                )
             )
-            for xi in range(alpha)
-        ]
-        write = Access.of(rows_output, n, th, tw, i, "d4", o)
-        main.append(
-            Statement(
-                f"{anchor.name}_rows{i}",
-                (n, th, tw, o, "d4"),
-                (batch, tiles_h, tiles_w, outs, alpha),
-                write,
-                _linear_combination(terms),
-                node=anchor.node,
-                op=anchor.op,
-            )
-        )
-    for j in range(m):
-        terms = [(Fraction(transform_output[j][nu]), Load(Access.of(rows_output, n, th, tw, "d4", nu, o))) for nu in range(alpha)]
-        guards = tuple(
-            g for g, needed in ((f"{m}*d1 + d4 < {height}", height % m), (f"{m}*d2 + {j} < {width}", width % m)) if needed
-        )
-        write = Access.of(output, n, AffineExpr.combine((m, th), (1, "d4")), AffineExpr.combine((m, tw), constant=j), o)
-        main.append(
-            Statement(
-                f"{anchor.name}_out{j}",
-                (n, th, tw, o, "d4"),
-                (batch, tiles_h, tiles_w, outs, m),
-                write,
-                _linear_combination(terms),
-                guards,
-                node=anchor.node,
-                op=anchor.op,
-            )
-        )
-    # 6. the epilogue over (n, th, tw, o, i, j), reading and writing where (n, m·th + i, m·tw + j, o)
-    substitutions = {
-        "d0": AffineExpr.of(n),
-        "d1": AffineExpr.combine((m, th), (1, "d4")),
-        "d2": AffineExpr.combine((m, tw), (1, "d5")),
-        "d3": AffineExpr.of(o),
-    }
-    guards = tuple(g for g, needed in ((f"{m}*d1 + d4 < {height}", height % m), (f"{m}*d2 + d5 < {width}", width % m)) if needed)
+    # 6. the epilogue, m² statements per statement (one per point (i, j) of the output tile)
+    # over the shared dimensions, reading and writing where (n, m·th + i, m·tw + j, o): it
+    # shares the output transform's loop nest (shared_nests.elementwise_units), each point's
+    # transformed value still in a register when its bias and activation are applied
     for statement in problem.epilogue:
-        main.append(
-            Statement(
-                statement.name,
-                (n, th, tw, o, "d4", "d5"),
-                (batch, tiles_h, tiles_w, outs, m, m),
-                _reindexed(statement.write, substitutions),
-                _reindex_loads(statement.value, substitutions),
-                guards,
-                node=statement.node,
-                op=statement.op,
-            )
-        )
+        for i in range(m):
+            for j in range(m):
+                substitutions = {
+                    "d0": AffineExpr.of(n),
+                    "d1": AffineExpr.combine((m, th), constant=i),
+                    "d2": AffineExpr.combine((m, tw), constant=j),
+                    "d3": AffineExpr.of(o),
+                }
+                main.append(
+                    Statement(
+                        f"{statement.name}_{i}_{j}",
+                        (n, th, tw, o),
+                        (batch, tiles_h, tiles_w, outs),
+                        _reindexed(statement.write, substitutions),
+                        _reindex_loads(statement.value, substitutions),
+                        _inside_output(m, i, j, height, width),
+                        node=statement.node,
+                        op=statement.op,
+                    )
+                )
     return Scop(scop.name, tuple(copies) + tuple(main), tuple(arrays), scop.ops)
+
+
+def _inside_output(m: int, i: int, j: int, height: int, width: int) -> tuple[str, ...]:
+    """Constraints keeping point ``(i, j)`` of tile ``(d1, d2)`` inside a ``height × width``
+    output (none where the tiles divide it)."""
+    bounds = ((f"{m}*d1 + {i} < {height}", height % m), (f"{m}*d2 + {j} < {width}", width % m))
+    return tuple(bound for bound, needed in bounds if needed)
 
 
 def _reindexed(access: Access, substitutions: dict[str, AffineExpr]) -> Access:
@@ -499,14 +497,16 @@ def verification_tolerance(recipe: ScheduleRecipe, config: MeasurementConfig) ->
 
 
 # -- the recipe -------------------------------------------------------------------------------
-def winograd_recipe(scop: Scop, recipe: CpuRecipe) -> CpuRecipe:
+def winograd_recipe(scop: Scop, recipe: CpuRecipe, limits: TargetLimits | None = None) -> CpuRecipe:
     """A Winograd recipe in the convolution's terms, translated into the rewritten kernel's.
 
     Convolution anchor ``(n, oh, ow, o; kh, kw, c)`` -> batched GEMM ``(n, th, tw, o, e; c)``:
     a tile of ``t`` output rows (columns) becomes ``ceil(t / m)`` tiles, rounded up to the
     register tile; a register tile keeps its size (at most the number of tiles); the
-    channel reduction's tile stays, the window's go; in ``point_order`` the window's first
-    reduction ``kh`` becomes the transformed point ``e`` and ``kw`` goes. Packing and
+    channel reduction's tile stays, the window's go; the register tile's rows are evened out
+    over the tiles of a row and its columns widened into the accumulators that frees
+    (:func:`_register_tile`); in ``point_order`` the transformed point
+    ``e`` comes first and the window's reductions ``kh, kw`` go. Packing and
     padding are the rewrite's own (none asked for).
 
     Raises:
@@ -520,6 +520,12 @@ def winograd_recipe(scop: Scop, recipe: CpuRecipe) -> CpuRecipe:
     extents = (problem.batch, tiles_h, tiles_w, problem.out_channels)
     registers = tuple(recipe.register_tile_sizes) or (0, 0, 0, 0)
     registers = tuple(size if k == 3 else min(size, extents[k]) for k, size in enumerate(registers))
+    if registers[2] > 1 and registers[3]:
+        column_tile = recipe.tile_sizes[3] if recipe.tile_sizes else 0
+        registers = (
+            *registers[:2],
+            *_register_tile(registers[2], registers[3], tiles_w, problem.out_channels, column_tile, limits or TargetLimits()),
+        )
     tiles = tuple(recipe.tile_sizes) or (0, 0, 0, 0)
     translated = []
     for k, (size, register) in enumerate(zip(tiles, registers)):
@@ -531,8 +537,11 @@ def winograd_recipe(scop: Scop, recipe: CpuRecipe) -> CpuRecipe:
             size = min(size, extents[k])
         translated.append(size)
     reductions = tuple(recipe.reduction_tile_sizes) or (0, 0, 0)
-    names = {"d0": "d0", "d1": "d1", "d2": "d2", "d3": "d3", "r0": "d4", "r2": "r0"}
-    order = tuple(names[it] for it in (recipe.point_order or problem.anchor.iterators) if it in names)
+    names = {"d0": "d0", "d1": "d1", "d2": "d2", "d3": "d3", "r2": "r0"}
+    # The transformed point ``e`` outermost: one ``U[e]`` (C × O) stays in cache while every
+    # register tile of the tile row uses it, where inside the tiles all α² of them would be
+    # streamed again for each register tile.
+    order = ("d4", *(names[it] for it in (recipe.point_order or problem.anchor.iterators) if it in names))
     return replace(
         recipe,
         tile_sizes=tuple(translated),
@@ -542,3 +551,97 @@ def winograd_recipe(scop: Scop, recipe: CpuRecipe) -> CpuRecipe:
         pack=(),
         pad=False,
     )
+
+
+def _register_tile(rows: int, columns: int, tiles: int, outs: int, column_tile: int, limits: TargetLimits) -> tuple[int, int]:
+    """The register tile ``(rows, columns)`` of the batched GEMM, from the convolution's: its
+    rows run over the ``tiles`` of a tile row (7 for a 28-wide output in F(4,3)), far fewer
+    than the convolution's output columns, so they are evened out (7 rows in tiles of 6 and 1
+    waste most of the second; 4 and 3 do not, :func:`even_rows`), and when that frees
+    accumulators a third vector per row takes them (4 × 24 where 6 × 16 was), as the
+    analytic recipe does for the direct convolution, unless the recipe's tile of output
+    channels (``column_tile``, 0 for none) is not a multiple of the wider tile (its parallel
+    tiles, balanced over the threads, would change)."""
+    lanes = limits.vector_lanes
+    accumulators = rows * -(-columns // lanes)
+    rows = max(1, even_rows(tiles, rows))
+    wider = lanes * min(3, accumulators // rows)
+    fits = not column_tile or column_tile >= outs or column_tile % wider == 0
+    if columns == 2 * lanes and wider > columns and outs >= 2 * wider and fits:
+        columns = wider
+    return rows, columns
+
+
+class WinogradTiles:
+    """The cache tiles of a Winograd recipe, in the convolution's terms (:func:`winograd_tiles`).
+
+    Attributes:
+        rows: tile of output rows (a multiple of ``m``, at most the output's height).
+        channels: tile of output channels (0: untiled).
+    """
+
+    def __init__(self, rows: int, channels: int):
+        self.rows, self.channels = rows, channels
+
+    def __repr__(self) -> str:
+        return f"WinogradTiles(rows={self.rows}, channels={self.channels})"
+
+
+def winograd_tiles(
+    problem: WinogradProblem, m: int, channel_tile: int, columns: int, weights_outer: bool, caches: CacheSizes, threads: int
+) -> WinogradTiles:
+    """Cache tiles for the Winograd form of ``problem`` (F(m×m, 3×3)), from the direct
+    convolution's analytic ones (its output-channel tile ``channel_tile``, 0 for all, its
+    register tile's ``columns``, and whether the weights' loop is the outer, parallel one).
+
+    The batched GEMM runs the transformed point ``e`` outermost inside a cache tile
+    (:func:`winograd_recipe`), so each ``U[e]`` slice is read once per tile while all the
+    tile's rows use it; a tile of output rows therefore spans as many tile rows as keep the
+    tile's products ``M`` (``rows/m · ceil(OW/m) · α² · channels`` floats) within half of L2
+    (in ResNet50's 28×28×128 layer, all 7 tile rows at once instead of one, which streamed
+    all of ``U``, 2.4 MB, once per tile row). Where the weights are the parallel loop, their
+    tile is at least 64 channels (or an equal share per thread), balanced over the threads;
+    otherwise the row tiles are the parallel loop and are balanced instead."""
+    alpha = m + 2
+    outs = problem.out_channels
+    channels = channel_tile or outs
+    if weights_outer and threads > 1:
+        share = max(columns, min(64, outs // threads) // columns * columns)
+        channels = balanced_tile(outs, max(min(channels, outs), share), columns, threads)
+    tiles_h, tiles_w = -(-problem.height // m), -(-problem.width // m)
+    row_bytes = tiles_w * alpha * alpha * min(channels, outs) * 4
+    rows = max(1, min(tiles_h, caches.l2_bytes // 2 // row_bytes))
+    if not weights_outer and threads > 1 and problem.batch < threads:
+        rows = balanced_tile(tiles_h, max(1, min(rows, -(-tiles_h // threads))), 1, threads)
+    return WinogradTiles(min(rows * m, problem.height), 0 if channels >= outs else channels)
+
+
+#: The untuned default uses F(4×4,3×3) for a layer with at least this many input channels ...
+PREFERRED_MIN_CHANNELS = 64
+#: ... at least this many 4×4 output tiles (batch × tile rows × tile columns) ...
+PREFERRED_MIN_TILES = 40
+#: ... and tiles covering at most this much more than the output (partial tiles compute waste).
+PREFERRED_MAX_COVER = 1.35
+
+
+def preferred_winograd(problem: WinogradProblem | None) -> str:
+    """The Winograd algorithm of the untuned default recipe for ``problem`` ("" for the
+    direct convolution): F(4×4,3×3) where it measured faster than the direct convolution's
+    analytic recipe. On a 2-core znver3 (AVX2), 2 threads, each kernel alone, F(4,3) with
+    :func:`winograd_tiles` took 0.72-0.81x the direct kernel's time on 3×3 layers with
+    C >= 64 and at least 49 tiles (ResNet50's 56²×64 and 28²×128 layers, DenseNet121's 56²
+    and 28² ×128→32, InceptionV3's 35²×64→96 and 35²×96→96, and at batch 8 the 28²×128 and
+    14²×256 layers, whose tiles cover 31% more than the output), and 0.96-2.6x with few
+    tiles (14²×256 and 7²×512 at batch 1: 16 and 4 tiles, too few rows for the transformed
+    weights, 4x the filter; 7²×512 at batch 8: 32) or few channels (147²×32→64: the transforms
+    cost as much as the products). F(2×2,3×3) never beat F(4×4,3×3) there; the tuner tries
+    both, and the direct convolution."""
+    if problem is None:
+        return ""
+    m = 4
+    tiles_h, tiles_w = -(-problem.height // m), -(-problem.width // m)
+    tiles = problem.batch * tiles_h * tiles_w
+    cover = tiles_h * tiles_w * m * m / (problem.height * problem.width)
+    if problem.in_channels >= PREFERRED_MIN_CHANNELS and tiles >= PREFERRED_MIN_TILES and cover <= PREFERRED_MAX_COVER:
+        return "winograd_f4x4_3x3"
+    return ""

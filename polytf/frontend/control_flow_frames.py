@@ -149,7 +149,8 @@ def _assign_frames(nodes: Mapping[str, Any], source: str) -> tuple[dict[str, str
     propagation from the sources (tensorflow/core/graph/control_flow.cc ``BuildControlFlowInfo``).
 
     Raises:
-        GraphError: one frame entered from two different frames.
+        GraphError: one frame entered from two different frames, or an Enter node that no
+            source reaches.
     """
     consumers: dict[str, list[str]] = {name: [] for name in nodes}
     for name, node in nodes.items():
@@ -181,6 +182,12 @@ def _assign_frames(nodes: Mapping[str, Any], source: str) -> tuple[dict[str, str
             else:
                 frame[consumer] = frame[name]
             queue.append(consumer)
+    unreached = [name for name, node in nodes.items() if name not in frame and node.op in ENTER_OPS]
+    if unreached:
+        raise GraphError(
+            f"Enter node '{unreached[0]}' in '{source}' is reached from no input of the graph (its inputs form a cycle of "
+            "their own); the graph is not a valid TensorFlow graph."
+        )
     return frame, parent
 
 
@@ -246,7 +253,7 @@ class _FrameReader:
                 f"it is nested inside while loop frame '{self.parent[frame]}'; polytf unrolls TF1 while loops that are not nested "
                 "(Keras RNN layers, bidirectional ones included, write none nested)",
             )
-        enters = [n for n in self.order if self.nodes[n].op in ENTER_OPS and self.frame[n] == frame]
+        enters = [n for n in self.order if self.nodes[n].op in ENTER_OPS and self.frame.get(n) == frame]
         invariants = {tensor_name(e): self.nodes[e].input[0] for e in enters if self.nodes[e].attr["is_constant"].b}
         variables = [e for e in enters if not self.nodes[e].attr["is_constant"].b]
         merges, switches, next_iterations, exits = [], [], [], {}

@@ -10,7 +10,9 @@ Python between kernels) is the runtime's overhead: the call / kernels ratio is t
 is also timed alone, repeated with its operands hot in the caches (what the profile showed
 before the in-model timing): the gap between the two is what the caches cost in the model.
 A kernel's FLOPs are those of its contractions (:func:`polytf.poly.flops.contraction_flops`:
-2 per multiply-add executed).
+2 per multiply-add executed); under a Winograd recipe, those of the batched GEMM it executes
+(:func:`polytf.schedules.winograd.winograd_scop`), not the direct convolution's, which would
+put a kernel that does fewer multiplications above the machine's peak.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from polytf.ops import lookup
 from polytf.poly.flops import contraction_flops, is_contraction
+from polytf.schedules.winograd import WINOGRAD_ALGORITHMS, winograd_applies, winograd_scop
 
 __all__ = ["KernelProfile", "ModelProfile", "profile_model", "DEPTHWISE", "CONVOLUTION"]
 
@@ -31,6 +34,14 @@ __all__ = ["KernelProfile", "ModelProfile", "profile_model", "DEPTHWISE", "CONVO
 DEPTHWISE = "depthwise"
 #: :attr:`KernelProfile.convolution` of a convolution whose outputs sum over input channels too.
 CONVOLUTION = "convolution"
+
+
+def _executed_flops(scop, recipe) -> int:
+    """FLOPs of the contractions ``scop`` executes under ``recipe`` (module docstring)."""
+    algorithm = getattr(recipe, "algorithm", "direct")
+    if algorithm in WINOGRAD_ALGORITHMS and winograd_applies(scop):
+        return contraction_flops(winograd_scop(scop, algorithm))
+    return contraction_flops(scop)
 
 
 def gflops(flops: float, seconds: float) -> float | None:
@@ -274,7 +285,7 @@ def profile_model(
                 ops=tuple(scop.ops),
                 output_shapes=tuple(tuple(int(d) for d in info.shape) for info in scop.arrays if info.role == "output"),
                 median_s=median_s,
-                flops=contraction_flops(scop),
+                flops=_executed_flops(scop, kernel.recipe),
                 recipe=kernel.recipe.describe(),
                 peak_gflops=peak_gflops,
                 alone_median_s=alone_median_s,

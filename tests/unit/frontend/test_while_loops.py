@@ -555,6 +555,16 @@ def test_broken_loops_are_graph_errors_never_crashes(form, data) -> None:
         pass
 
 
+def test_an_enter_node_fed_by_itself_is_a_graph_error_naming_it() -> None:
+    """Found by the test above: an Enter node whose input is rewired to itself is reached from
+    no source of the graph; it was a KeyError deep in the frame reader."""
+    graph_def = build("frame", 0, 3)
+    (enter,) = [node for node in graph_def.node if node.name == "loop/enter_i"]
+    enter.input[0] = "loop/enter_i"
+    with pytest.raises(GraphError, match="Enter node 'loop/enter_i' .* reached from no input"):
+        graph_from_graphdef(graph_def, outputs=["out"])
+
+
 @pytest.mark.parametrize("form", FORMS)
 def test_unrolling_stops_at_its_node_and_state_budgets(form, monkeypatch) -> None:
     """A loop whose copies or compile-time state outgrow the budgets is a GraphError at once,

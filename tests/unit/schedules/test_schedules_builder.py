@@ -11,6 +11,7 @@ from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, build_schedule, register_tile_run
 from polytf.schedules.legality import check_legality
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
+from polytf.schedules.shared_nests import copy_groups, elementwise_units
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 
@@ -152,3 +153,70 @@ def test_zero_fill_and_epilogue_run_once_per_register_tile():
     mirrored = _matmul_relu(reads_neighbour=True)
     assert register_tile_run(mirrored, recipe) == ()
     check_legality(mirrored, build_schedule(mirrored, recipe, check=False))  # the unfused tree stays legal
+
+
+def _matmul_bias_relu(second_reads: Access | None = None, second_writes: Access | None = None) -> Scop:
+    """C = A·B (6x16, K = 5), then D = C + 1 and E = max(D, 0) (or what the arguments say)."""
+    base = matmul_scop(6, 16, 5)
+    bias = Statement("S2", ("d0", "d1"), (6, 16), Access.of("D", "d0", "d1"), Binary("add", Load(Access.of("C", "d0", "d1")), Constant(1.0)))
+    read = second_reads or Access.of("D", "d0", "d1")
+    relu = Statement("S3", ("d0", "d1"), (6, 16), second_writes or Access.of("E", "d0", "d1"), Binary("max", Load(read), Constant(0.0)))
+    arrays = base.arrays[:2] + tuple(ArrayInfo(name, (6, 16), "float32", role) for name, role in (("C", "temporary"), ("D", "temporary"), ("E", "output")))
+    return Scop("matmul_bias_relu", base.statements + (bias, relu), arrays)
+
+
+GOLDEN_EPILOGUE_NEST = """for (int c0 = 0; c0 <= 5; c0 += 1)
+  for (int c1 = 0; c1 <= 3; c1 += 1) {
+    for (int c2 = 4 * c1; c2 <= 4 * c1 + 3; c2 += 1)
+      S0(c0, c2);
+    for (int c2 = 0; c2 <= 2; c2 += 1)
+      for (int c3 = 4 * c1; c3 <= 4 * c1 + 3; c3 += 1)
+        for (int c4 = 2 * c2; c4 <= min(4, 2 * c2 + 1); c4 += 1)
+          S1(c0, c3, c4);
+    for (int c2 = 4 * c1; c2 <= 4 * c1 + 3; c2 += 1) {
+      S2(c0, c2);
+      S3(c0, c2);
+    }
+  }
+"""
+
+
+def test_an_epilogue_after_a_tiled_reduction_runs_in_one_nest():
+    """With the reduction tiled (no register-tile run), the epilogue's statements share one
+    loop nest when each reads the others' elements only at the point that writes them, and
+    keep a nest each otherwise (a read of a neighbour, two writes meeting in one array)."""
+    recipe = CpuRecipe(tile_sizes=(0, 4), reduction_tile_sizes=(2,))
+    scop = _matmul_bias_relu()
+    assert [[s.name for s in unit] for unit in elementwise_units(scop)] == [["S0"], ["S1"], ["S2", "S3"]]
+    assert build_ast(build_schedule(scop, recipe)).to_C_str() == GOLDEN_EPILOGUE_NEST
+    neighbour = _matmul_bias_relu(second_reads=Access.of("D", "d0", "15 - d1"))
+    assert [len(unit) for unit in elementwise_units(neighbour)] == [1, 1, 1, 1]
+    overlapping = _matmul_bias_relu(second_writes=Access.of("D", "d0", "15 - d1"))
+    assert [len(unit) for unit in elementwise_units(overlapping)] == [1, 1, 1, 1]
+    disjoint = _matmul_bias_relu(second_writes=Access.of("C", "d0", "d1"))  # in place, at the point's own element
+    assert [len(unit) for unit in elementwise_units(disjoint)] == [1, 1, 2]
+
+
+def _copies(scop_arrays_shape=(2, 3, 8)) -> tuple[Statement, ...]:
+    """P[a, b, 0, c] = X[a, b, c] + 1 and P[a, b, 1, c] = 2 * X[a, b, c], then Q[a, b, c] =
+    P[a, b, 0, c] - P[a, b, 1, c], each over (a, b, c): three copies of one group."""
+    extents = scop_arrays_shape
+    first = Statement("C0", ("d0", "d1", "d2"), extents, Access.of("P", "d0", "d1", 0, "d2"), Binary("add", Load(Access.of("X", "d0", "d1", "d2")), Constant(1.0)))
+    second = Statement("C1", ("d0", "d1", "d2"), extents, Access.of("P", "d0", "d1", 1, "d2"), Binary("mul", Constant(2.0), Load(Access.of("X", "d0", "d1", "d2"))))
+    third = Statement(
+        "C2", ("d0", "d1", "d2"), extents, Access.of("Q", "d0", "d1", "d2"),
+        Binary("sub", Load(Access.of("P", "d0", "d1", 0, "d2")), Load(Access.of("P", "d0", "d1", 1, "d2"))),
+    )
+    return first, second, third
+
+
+def test_copies_over_the_same_points_share_one_nest():
+    """A run of copies over the same iterators whose writes begin with the same iterators is
+    one group (its own nest over them, then each copy over the rest); a copy reading another
+    row than the one written, or over other extents, starts a group of its own."""
+    first, second, third = _copies()
+    assert copy_groups((first, second, third)) == [(first, second, third)]
+    shifted = Statement(third.name, third.iterators, third.extents, third.write, Load(Access.of("P", "d0", "2 - d1", 0, "d2")))
+    assert copy_groups((first, second, shifted)) == [(first, second), (shifted,)]
+    other = Statement("C3", ("d0", "d1", "d2"), (2, 3, 4), Access.of("R", "d0", "d1", "d2"), Constant(0.0))
+    assert copy_groups((first, other)) == [(first,), (other,)]

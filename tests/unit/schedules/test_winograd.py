@@ -31,23 +31,35 @@ from polytf.errors import ScheduleError
 from polytf.graph import Node
 from polytf.poly.interpreter import interpret
 from polytf.runtime.cpu.kernel_bench import KernelBench
-from polytf.schedules.builder import schedule_scop
+from polytf.schedules.analytic_recipe import CacheSizes
+from polytf.schedules.builder import copy_groups, elementwise_units, schedule_scop
 from polytf.schedules.recipe import CpuRecipe, GpuRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, copy_statements
+from polytf.schedules.target_limits import TargetLimits
 from polytf.schedules.validation import validate_recipe
-from polytf.schedules.winograd import TRANSFORMS, WINOGRAD_ALGORITHMS, WINOGRAD_TOLERANCE, winograd_applies, winograd_scop
+from polytf.schedules.winograd import (
+    TRANSFORMS,
+    WINOGRAD_ALGORITHMS,
+    WINOGRAD_TOLERANCE,
+    preferred_winograd,
+    winograd_applies,
+    winograd_problem,
+    winograd_recipe,
+    winograd_scop,
+    winograd_tiles,
+)
 from polytf.targets.cpu import CpuTarget
 
 TARGET = CpuTarget()
 F2, F4 = WINOGRAD_ALGORITHMS
 
 
-def _conv(h, w, c, o, padding="SAME", seed=1):
-    """``x: [1, h, w, c]`` -> Conv2D 3×3 stride 1 -> BiasAdd -> Relu, with a random filter."""
+def _conv(h, w, c, o, padding="SAME", seed=1, batch=1):
+    """``x: [batch, h, w, c]`` -> Conv2D 3×3 stride 1 -> BiasAdd -> Relu, with a random filter."""
     rng = np.random.default_rng(seed)
     nodes = [
-        placeholder("x", (1, h, w, c)),
+        placeholder("x", (batch, h, w, c)),
         const("f", rng.standard_normal((3, 3, c, o)).astype(np.float32)),
         const("b", rng.standard_normal(o).astype(np.float32)),
         Node(
@@ -177,7 +189,7 @@ def test_the_tuner_starts_from_winograd_recipes_too():
     space = SearchSpace.for_scop(kernel.scop, threads=2)
     algorithms = [recipe.algorithm for recipe in space.heuristic_recipes()]
     assert F2 in algorithms and F4 in algorithms
-    assert space.default_recipe().algorithm == "direct"  # the untuned default keeps the direct convolution
+    assert space.default_recipe().algorithm == "direct"  # 9 tiles of 8 channels: the untuned default stays direct
 
 
 @pytest.mark.tensorflow
@@ -208,3 +220,81 @@ def test_keras_conv_compiled_with_winograd_matches_tensorflow(tmp_path):
     (reference,) = run_graphdef_with_tensorflow(path, feeds, ["Identity"]).values()
     atol = WINOGRAD_TOLERANCE[F4] * float(np.max(np.abs(reference))) + 1e-6
     np.testing.assert_allclose(result.reshape(reference.shape), reference, rtol=1e-4, atol=atol)
+
+
+@pytest.mark.parametrize(
+    ("batch", "size", "ins", "outs", "expected"),
+    [
+        (1, 56, 64, 64, F4),  # ResNet50 conv2_x: 196 tiles
+        (1, 28, 128, 32, F4),  # DenseNet121: 49 tiles
+        (1, 35, 64, 96, F4),  # InceptionV3: 81 tiles covering 6% more than the output
+        (1, 14, 256, 256, ""),  # 16 tiles: the transformed weights are read for too few rows
+        (8, 14, 256, 256, F4),  # the same layer at batch 8: 128 tiles
+        (1, 147, 32, 64, ""),  # 32 channels: the transforms cost as much as the products
+        (1, 10, 64, 64, ""),  # 9 tiles
+    ],
+)
+def test_the_untuned_default_uses_f4_where_it_measured_faster(batch, size, ins, outs, expected):
+    problem = winograd_problem(_conv(size, size, ins, outs, batch=batch).scop)
+    assert preferred_winograd(problem) == expected
+
+
+def test_a_default_winograd_kernel_keeps_each_tile_in_cache():
+    """The default recipe of ResNet50's 28×28×128 layer is F(4,3) with the tiles of
+    :func:`winograd_tiles`: the transformed point outermost in the GEMM's band, the tile row's 7
+    tiles as register-tile rows of 4 and 3 (not 6 and 1), the α² input-transform copies in one
+    nest per tile, and the m² output transforms with their m² epilogue statements in one nest."""
+    kernel = _conv(28, 28, 128, 128)
+    space = SearchSpace.for_scop(kernel.scop, threads=2, lanes=8, registers=16, caches=CacheSizes(l2_bytes=512 * 1024))
+    recipe = space.default_recipe()
+    assert recipe.algorithm == F4
+    problem = winograd_problem(kernel.scop)
+    tiles = winograd_tiles(problem, 4, 32, 16, True, CacheSizes(l2_bytes=512 * 1024), 2)
+    assert (recipe.tile_sizes[1], recipe.tile_sizes[3]) == (tiles.rows, tiles.channels or 128)
+    translated = winograd_recipe(kernel.scop, recipe, TargetLimits(8, 16))
+    assert translated.point_order[0] == "d4" and translated.register_tile_sizes[2:] == (4, 16)
+    scheduled = schedule_scop(kernel.scop, recipe, limits=TargetLimits(8, 16), constant_arrays=constant_arrays(kernel))
+    groups = copy_groups(copy_statements(scheduled.scop))
+    assert sorted(len(group) for group in groups)[-1] == 36  # the input transform, one nest
+    units = elementwise_units(scheduled.scop)
+    assert max(len(unit) for unit in units) == 2 * 16  # output transform + bias/ReLU, one nest
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    batch=st.sampled_from([1, 2, 8]),
+    size=st.integers(5, 60),
+    outs=st.sampled_from([16, 32, 64, 96, 128, 256, 512]),
+    m=st.sampled_from([2, 4]),
+    weights_outer=st.booleans(),
+    l2_kib=st.sampled_from([512, 1024, 2048]),
+)
+def test_winograd_tiles_keep_the_products_in_half_of_l2_and_balance_the_threads(batch, size, outs, m, weights_outer, l2_kib):
+    problem = winograd_problem(_conv(size, size, 4, outs, batch=batch).scop)
+    caches = CacheSizes(l2_bytes=l2_kib * 1024)
+    tiles = winograd_tiles(problem, m, 0, 16, weights_outer, caches, 2)
+    alpha, tile_columns = m + 2, -(-size // m)
+    channels = tiles.channels or outs
+    assert tiles.rows % m == 0 or tiles.rows == size
+    assert 0 < tiles.rows <= size and 0 < channels <= outs
+    if tiles.rows > m:
+        assert (tiles.rows // m) * tile_columns * alpha * alpha * channels * 4 <= caches.l2_bytes // 2
+    if weights_outer and outs > 16:
+        parts = -(-outs // channels)
+        busiest = -(-parts // 2) * channels
+        assert busiest * 32 <= (outs / 2 + 16) * 33  # within 1/32 of an even split (to a register tile)
+
+
+def test_the_profile_counts_the_multiplications_a_winograd_kernel_executes():
+    """``show --profile`` takes a Winograd kernel's FLOPs from its batched GEMM (α² · tiles ·
+    C · O multiply-adds), not from the direct convolution (up to 9 · H · W · C · O), which would put
+    it above the machine's peak."""
+    from polytf.poly.flops import contraction_flops
+    from polytf.runtime.cpu.profile import _executed_flops
+
+    kernel = _conv(28, 28, 16, 32)
+    direct = contraction_flops(kernel.scop)
+    assert 0 < direct <= 2 * 9 * 28 * 28 * 16 * 32  # SAME padding: the border's missing taps are not counted
+    assert _executed_flops(kernel.scop, CpuRecipe()) == direct
+    assert _executed_flops(kernel.scop, CpuRecipe(algorithm=F4)) == 2 * 36 * 7 * 7 * 16 * 32
+    assert _executed_flops(kernel.scop, CpuRecipe(algorithm=F2)) == 2 * 16 * 14 * 14 * 16 * 32
