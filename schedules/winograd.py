@@ -444,9 +444,8 @@ def _rewrite(scop: Scop, problem: WinogradProblem, m: int) -> Scop:
                 )
             )
     # 6. the epilogue, m² statements per statement (one per point (i, j) of the output tile)
-    # over the shared dimensions, reading and writing where (n, m·th + i, m·tw + j, o): it
-    # shares the output transform's loop nest (shared_nests.elementwise_units), each point's
-    # transformed value still in a register when its bias and activation are applied
+    # over the shared dimensions, reading and writing where (n, m·th + i, m·tw + j, o), each
+    # a nest of its own (shared_nests.elementwise_units says why not one)
     for statement in problem.epilogue:
         for i in range(m):
             for j in range(m):
