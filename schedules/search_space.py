@@ -210,8 +210,10 @@ class SearchSpace(DimensionChoices):
         analytic = space._analytic_params(blocking)
         starts = [analytic]
         winograd_params = []
-        if winograd and depth == 4:
+        default_algorithm = ""
+        if winograd:  # a 2-D convolution: shared dimensions (n, oh, ow, o)
             problem = winograd_problem(scop)
+            default_algorithm = preferred_winograd(problem)
             last_tile = analytic[f"tile_d{depth - 1}"]
             weights_outer = blocking.weights_outer and coincident[depth - 1]
             for algorithm in winograd:
@@ -221,7 +223,6 @@ class SearchSpace(DimensionChoices):
                 starts.append(params)
         # the analytic values join the choices, so that the tuner can start from them
         widened = tuple((name, tuple(dict.fromkeys([*values, *(start[name] for start in starts if name in start)]))) for name, values in dims)
-        default_algorithm = preferred_winograd(winograd_problem(scop)) if winograd_params else ""
         return SearchSpace(
             widened,
             depth,

@@ -95,34 +95,29 @@ def elementwise_units(scop: Scop, run: tuple[Statement, ...] = ()) -> list[tuple
     depth = shared_band_depth(scop)
     units: list[tuple[Statement, ...]] = []
     position = statements.index(anchor)
+    open_unit = False  # units[-1] holds joinable statements only
     for index, statement in enumerate(statements):
         if run and statement in run:
             if statement == run[0]:
                 units.append(run)
+            open_unit = False
             continue
-        joinable = (
-            index > position
-            and anchor.reduction_iterators
-            and len(statement.iterators) == depth
-            and not statement.reduction_iterators
+        # over the shared dimensions alone: the same iterators and extents as every other such statement
+        joinable = bool(
+            index > position and anchor.reduction_iterators and len(statement.iterators) == depth and not statement.reduction_iterators
         )
-        if joinable and units and units[-1] != run and _joins_unit(units[-1], statement, position, statements, depth):
+        if joinable and open_unit and _touches_each_element_once(units[-1] + (statement,)):
             units[-1] = (*units[-1], statement)
         else:
             units.append((statement,))
+        open_unit = joinable
     return units
 
 
-def _joins_unit(unit: tuple[Statement, ...], statement: Statement, position: int, statements, depth: int) -> bool:
-    """Whether ``statement`` may share the nest of ``unit``: the same iterators and extents;
-    each array the unit writes written at one index, and read by the unit only there (so
-    each element is touched at one point of the nest, by its one writer and its readers)."""
-    first = unit[0]
-    if statements.index(first) <= position or len(first.iterators) != depth or first.reduction_iterators:
-        return False
-    if first.iterators != statement.iterators or first.extents != statement.extents:
-        return False
-    members = (*unit, statement)
+def _touches_each_element_once(members: tuple[Statement, ...]) -> bool:
+    """Whether ``members`` (statements over the same points) may share one nest: each array
+    they write written at one index, and read by them only there (so each element is touched
+    at one point of the nest, by its one writer and its readers)."""
     writes: dict[str, object] = {}
     for member in members:
         if writes.setdefault(member.write.array, member.write.index) != member.write.index:

@@ -65,7 +65,7 @@ outputs wherever the direct convolution does.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import lru_cache
 
@@ -159,6 +159,10 @@ class WinogradProblem:
         self.pad_top, self.pad_left = pads
         self.batch, self.height, self.width, self.out_channels = anchor.extents[:4]
         self.in_channels = anchor.extents[6]
+
+    def tiles(self, m: int) -> tuple[int, int]:
+        """``(TH, TW) = (ceil(OH / m), ceil(OW / m))``: the m × m output tiles down and across."""
+        return -(-self.height // m), -(-self.width // m)
 
 
 def _is_plain(index: tuple, names: tuple[str, ...]) -> bool:
@@ -309,7 +313,7 @@ def _rewrite(scop: Scop, problem: WinogradProblem, m: int) -> Scop:
     anchor = problem.anchor
     n, th, tw, o, e, c = "d0", "d1", "d2", "d3", "d4", "r0"
     batch, height, width, outs, ins = problem.batch, problem.height, problem.width, problem.out_channels, problem.in_channels
-    tiles_h, tiles_w = -(-height // m), -(-width // m)
+    tiles_h, tiles_w = problem.tiles(m)
     source = scop.array(problem.window.array)
     arrays = list(scop.arrays)
     copies: list[Statement] = []
@@ -515,7 +519,7 @@ def winograd_recipe(scop: Scop, recipe: CpuRecipe, limits: TargetLimits | None =
     if problem is None:
         raise ScheduleError(f"kernel {scop.name}: algorithm {recipe.algorithm} does not apply: {reason}")
     m = WINOGRAD_ALGORITHMS[recipe.algorithm]
-    tiles_h, tiles_w = -(-problem.height // m), -(-problem.width // m)
+    tiles_h, tiles_w = problem.tiles(m)
     extents = (problem.batch, tiles_h, tiles_w, problem.out_channels)
     registers = tuple(recipe.register_tile_sizes) or (0, 0, 0, 0)
     registers = tuple(size if k == 3 else min(size, extents[k]) for k, size in enumerate(registers))
@@ -571,6 +575,7 @@ def _register_tile(rows: int, columns: int, tiles: int, outs: int, column_tile: 
     return rows, columns
 
 
+@dataclass(frozen=True)
 class WinogradTiles:
     """The cache tiles of a Winograd recipe, in the convolution's terms (:func:`winograd_tiles`).
 
@@ -579,11 +584,8 @@ class WinogradTiles:
         channels: tile of output channels (0: untiled).
     """
 
-    def __init__(self, rows: int, channels: int):
-        self.rows, self.channels = rows, channels
-
-    def __repr__(self) -> str:
-        return f"WinogradTiles(rows={self.rows}, channels={self.channels})"
+    rows: int
+    channels: int
 
 
 def winograd_tiles(
@@ -607,7 +609,7 @@ def winograd_tiles(
     if weights_outer and threads > 1:
         share = max(columns, min(64, outs // threads) // columns * columns)
         channels = balanced_tile(outs, max(min(channels, outs), share), columns, threads)
-    tiles_h, tiles_w = -(-problem.height // m), -(-problem.width // m)
+    tiles_h, tiles_w = problem.tiles(m)
     row_bytes = tiles_w * alpha * alpha * min(channels, outs) * 4
     rows = max(1, min(tiles_h, caches.l2_bytes // 2 // row_bytes))
     if not weights_outer and threads > 1 and problem.batch < threads:
@@ -626,8 +628,9 @@ PREFERRED_MAX_COVER = 1.35
 def preferred_winograd(problem: WinogradProblem | None) -> str:
     """The Winograd algorithm of the untuned default recipe for ``problem`` ("" for the
     direct convolution): F(4×4,3×3) where it measured faster than the direct convolution's
-    analytic recipe. On a 2-core znver3 (AVX2), 2 threads, each kernel alone, F(4,3) with
-    :func:`winograd_tiles` took 0.72-0.81x the direct kernel's time on 3×3 layers with
+    analytic recipe. On a 2-core znver3 (AVX2), 2 threads, each kernel alone
+    (``results/winograd.md``), F(4,3) with :func:`winograd_tiles` took 0.53-0.78x the direct
+    kernel's time (0.92x for 14²×256 at batch 8) on 3×3 layers with
     C >= 64 and at least 49 tiles (ResNet50's 56²×64 and 28²×128 layers, DenseNet121's 56²
     and 28² ×128→32, InceptionV3's 35²×64→96 and 35²×96→96, and at batch 8 the 28²×128 and
     14²×256 layers, whose tiles cover 31% more than the output), and 0.96-2.6x with few
@@ -638,7 +641,7 @@ def preferred_winograd(problem: WinogradProblem | None) -> str:
     if problem is None:
         return ""
     m = 4
-    tiles_h, tiles_w = -(-problem.height // m), -(-problem.width // m)
+    tiles_h, tiles_w = problem.tiles(m)
     tiles = problem.batch * tiles_h * tiles_w
     cover = tiles_h * tiles_w * m * m / (problem.height * problem.width)
     if problem.in_channels >= PREFERRED_MIN_CHANNELS and tiles >= PREFERRED_MIN_TILES and cover <= PREFERRED_MAX_COVER:
