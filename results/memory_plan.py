@@ -100,6 +100,11 @@ def _model_bytes(model) -> dict:
     from polytf.plan.memory_plan import temporary_key
 
     plan = model.memory_plan
+    graph = getattr(model, "graph", None)  # a model keeps no graph since issue 28's fifth session
+    if graph is None:
+        from polytf.compiler.preparation import prepare_model
+
+        graph = prepare_model(model.source).graph
     own_scratch = 0
     dropped: dict[str, int] = {}
     for position, step in enumerate(model._steps):
@@ -110,7 +115,7 @@ def _model_bytes(model) -> dict:
             if binding.kind == PRIVATE and temporary_key(position, slot) not in plan.offsets:
                 own_scratch += max(nbytes, int(step.kernel.argument_bytes[slot]))
             elif binding.kind == UNREAD and info.tensor:
-                dropped[resolve_view(model.graph, info.tensor)] = nbytes
+                dropped[resolve_view(graph, info.tensor)] = nbytes
     weights = sum(value.nbytes for value in model._constants.values())
     dropped_bytes = sum(nbytes for storage, nbytes in dropped.items() if storage not in model._constants)
     return {

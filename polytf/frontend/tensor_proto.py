@@ -156,7 +156,8 @@ def decode_tensor(tensor: tensor_pb2.TensorProto) -> np.ndarray:
     the repeated ``*_val`` field of the dtype. As in TensorFlow, fewer values than the shape holds
     means the last value is repeated to fill it (a single value fills the whole tensor), and no
     values at all means zeros. ``bfloat16`` is widened to ``float32``; strings come back as an
-    object array of ``bytes``.
+    object array of ``bytes``. An array from ``tensor_content`` in native byte order is a
+    read-only view of the bytes read from the field (copy it to write into it).
 
     Raises:
         ValueError: for a dtype that cannot be decoded or content that does not fit the shape.
@@ -180,7 +181,10 @@ def decode_tensor(tensor: tensor_pb2.TensorProto) -> np.ndarray:
             raise ValueError(f"tensor_content holds {data.size} {name} values but the shape {shape} needs {count}")
         if name == "bfloat16":
             return _bfloat16_to_float32(data).reshape(shape)  # a new array already
-        # a copy in native byte order: writable, not a view of the proto's bytes
+        if data.dtype.isnative:
+            # a view of the field's bytes, which reading the field copied out of the proto: no
+            # second copy (nor a freed temporary as large as the tensor); read-only
+            return data.reshape(shape)
         return data.astype(data.dtype.newbyteorder("="), copy=True).reshape(shape)
 
     field = _VAL_FIELDS.get(name)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from polytf.errors import PolytfError, UnsupportedOpError
-from polytf.graph import FusionGroup, Graph
+from polytf.graph import FusionGroup, Graph, Node
 from polytf.lowering.lowered_kernel import LoweredKernel, lower_group
 from polytf.ops import lookup
 from polytf.passes.fusion import is_compute, output_tensors, partition
@@ -118,6 +118,8 @@ class HostStep:
         outputs: its output tensors that later steps or the caller read.
         input_types: ``(shape, dtype)`` of each input.
         output_types: ``(shape, dtype)`` of each output, from shape inference.
+        graph_node: the graph's node (op and attributes) the reference runs; the step keeps
+            only this node, not the graph, so a built model holds no weight it packed.
     """
 
     node: HostNode
@@ -125,7 +127,7 @@ class HostStep:
     outputs: tuple[str, ...]
     input_types: tuple[tuple[tuple[int, ...], str], ...]
     output_types: tuple[tuple[tuple[int, ...], str], ...]
-    _graph: Graph
+    graph_node: Node
 
     @staticmethod
     def of(graph: Graph, group: FusionGroup, node: HostNode) -> HostStep:
@@ -135,7 +137,7 @@ class HostStep:
         def type_of(tensor: str) -> tuple[tuple[int, ...], str]:
             return tuple(int(d) for d in graph.types[tensor].shape), graph.types[tensor].dtype
 
-        return HostStep(node, graph_node.inputs, outputs, tuple(map(type_of, graph_node.inputs)), tuple(map(type_of, outputs)), graph)
+        return HostStep(node, graph_node.inputs, outputs, tuple(map(type_of, graph_node.inputs)), tuple(map(type_of, outputs)), graph_node)
 
     def run(self, read: Callable[[str], np.ndarray], write: Mapping[str, np.ndarray]) -> None:
         """Compute the node: ``read(tensor)`` gives each input, results are copied into
@@ -148,7 +150,7 @@ class HostStep:
         arguments = [np.asarray(read(t)).reshape(shape) for t, (shape, _) in zip(self.inputs, self.input_types)]
         definition = lookup(self.node.op)
         try:
-            results = definition.reference(self._graph.nodes[self.node.name], arguments)
+            results = definition.reference(self.graph_node, arguments)
         except Exception as error:  # the reference is numpy code run on user data: name the node whatever it raised
             raise HostExecutionError(f"node '{self.node.name}' ({self.node.op}), run on the host, failed: {type(error).__name__}: {error}") from None
         if len(results) < len(self.outputs):

@@ -143,7 +143,9 @@ class WeightLayout:
         if axes is None:
             raise ValueError(f"node '{node.name}' ({node.op}) does not put its output channels on the last axis")
         shape = [weight.shape[axis] if axis in axes else 1 for axis in range(weight.ndim)]
-        return weight * scale.reshape(shape)
+        # products in the wider dtype of the two, rounded into an array of the weight's dtype in
+        # numpy's small buffers: no temporary as large as the weight
+        return np.multiply(weight, scale.reshape(shape), out=np.empty(weight.shape, weight.dtype), casting="same_kind")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -36,7 +36,7 @@ from polytf.poly.expression import Binary, Constant, Load
 from polytf.poly.statement import Statement
 from polytf.targets.target import CompiledKernel
 
-__all__ = ["ModelConstants", "evaluate_copy", "evaluate_linear_transform", "packed_constants"]
+__all__ = ["DeferredPacking", "ModelConstants", "evaluate_copy", "evaluate_linear_transform", "packed_constants"]
 
 
 class ModelConstants:
@@ -51,15 +51,23 @@ class ModelConstants:
     Args:
         graph: the typed graph (its ``constants`` and ``types``).
         source: the model's file, for messages.
+        defer_packing: :meth:`packed` gives the keys now and leaves the packing to
+            :meth:`deferred_packing`, which holds the weights it reads but not the graph: a
+            caller that drops the graph first never holds a weight and all of its packed copy
+            at once (``polytf.load``: :meth:`CompiledModel.pack_constants
+            <polytf.runtime.cpu.compiled_model.CompiledModel.pack_constants>`).
 
     Attributes:
-        values: key -> array, in the order they were first asked for.
+        values: key -> array, in the order they were first asked for (without the deferred
+            packings).
     """
 
-    def __init__(self, graph: Graph, source: str) -> None:
+    def __init__(self, graph: Graph, source: str, defer_packing: bool = False) -> None:
         self.graph = graph
         self.source = source
         self.values: dict[str, np.ndarray] = {}
+        self.defer_packing = defer_packing
+        self._deferred = DeferredPacking()
 
     def constant(self, storage: str) -> np.ndarray:
         """The buffer of graph constant ``storage`` (made on first use).
@@ -84,8 +92,9 @@ class ModelConstants:
         return np.asarray(self.graph.constants[storage], dtype=self.graph.types[storage].dtype)
 
     def packed(self, lowered: LoweredKernel, kernel: CompiledKernel) -> dict[str, str]:
-        """Run the kernel's constant copies (weights packed into panels) once, now; returns the
-        key of each packed array, by scratch array name (the ``caller_constants`` of
+        """Run the kernel's constant copies (weights packed into panels) once, now (with
+        ``defer_packing``: record them for :meth:`deferred_packing`); returns the key of each
+        packed array, by scratch array name (the ``caller_constants`` of
         :func:`polytf.plan.binding_plan.plan_model`). ``kernel`` needs ``scop``, ``arrays``
         and ``constant_copies``.
 
@@ -95,19 +104,80 @@ class ModelConstants:
         if not kernel.constant_copies:
             return {}
         sources = {access.array for copy in kernel.constant_copies for access in copy.reads}
-        values = {}
+        storages = {}
         for name in sources:
             tensor = lowered.array_tensors.get(name)
             storage = resolve_view(self.graph, tensor) if tensor else None
             if storage is None or storage not in self.graph.constants:
                 raise GraphError(f"kernel {kernel.scop.name} packs '{name}' ahead of time, but it holds no constant of model {self.source}")
-            values[name] = self.unpacked_value(storage).reshape(lowered.scop.array(name).shape)
-        keys = {}
+            storages[name] = storage
+        arrays = {info.name: info for info in kernel.arrays}
+        keys = {name: f"{kernel.scop.name}/{name} ({arrays[name].tensor})" for name in sorted({copy.write.array for copy in kernel.constant_copies})}
+        shapes = {name: tuple(lowered.scop.array(name).shape) for name in sources}
+        if self.defer_packing:
+            for storage in storages.values():
+                self._deferred.originals.setdefault(storage, self.unpacked_value(storage))
+            self._deferred.packings.append(_Packing(kernel, keys, {name: (storages[name], shapes[name]) for name in sources}))
+            return keys
+        values = {name: self.unpacked_value(storages[name]).reshape(shapes[name]) for name in sources}
         for name, packed in packed_constants(kernel, values).items():
-            info = next(info for info in kernel.arrays if info.name == name)
-            keys[name] = f"{kernel.scop.name}/{info.name} ({info.tensor})"
             self.values[keys[name]] = packed
         return keys
+
+    def deferred_packing(self) -> DeferredPacking:
+        """The packings :meth:`packed` deferred (``defer_packing``), with the weights they read
+        and no reference to the graph; this object defers no more afterwards."""
+        deferred, self._deferred = self._deferred, DeferredPacking()
+        self.defer_packing = False
+        return deferred
+
+
+@dataclass(frozen=True)
+class _Packing:
+    """One kernel's constant copies, deferred: its packed arrays' keys by scratch array name,
+    and the storage tensor and Scop shape of each constant array they read."""
+
+    kernel: CompiledKernel
+    keys: Mapping[str, str]
+    sources: Mapping[str, tuple[str, tuple[int, ...]]]
+
+
+@dataclass
+class DeferredPacking:
+    """Constant copies still to run (:class:`ModelConstants` with ``defer_packing``).
+
+    Attributes:
+        originals: storage tensor -> the graph's array, for the weights the packings read.
+        packings: the kernels' packings, in the order the model's plan asked for them.
+    """
+
+    originals: dict[str, np.ndarray] = field(default_factory=dict)
+    packings: list[_Packing] = field(default_factory=list)
+
+    def run(self) -> dict[str, np.ndarray]:
+        """Every packing, in order; returns key -> packed array. Each weight is let go (removed
+        from :attr:`originals`) as soon as the last packing that reads it has run, so that,
+        with the graph gone, at most one weight is held beside its packed copies.
+
+        Raises:
+            ShapeError: a copy reads an array it has no value for (a polytf bug).
+        """
+        readers: dict[str, int] = {}
+        for packing in self.packings:
+            for storage, _ in packing.sources.values():
+                readers[storage] = readers.get(storage, 0) + 1
+        result: dict[str, np.ndarray] = {}
+        while self.packings:
+            packing = self.packings.pop(0)
+            values = {name: self.originals[storage].reshape(shape) for name, (storage, shape) in packing.sources.items()}
+            for name, packed in packed_constants(packing.kernel, values).items():
+                result[packing.keys[name]] = packed
+            del values
+            for storage, _ in packing.sources.values():
+                readers[storage] -= 1
+                if not readers[storage]:
+                    del self.originals[storage]
+        return result
 
 
 def evaluate_copy(copy: Statement, source: np.ndarray, shape: tuple[int, ...], dtype: str) -> np.ndarray:

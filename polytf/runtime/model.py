@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from polytf.graph import Graph, TensorType
+from polytf.graph import TensorType
 from polytf.lowering.host_fallback import HostNode
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.kernel import Kernel
@@ -24,8 +24,10 @@ __all__ = ["Model"]
 class Model(Protocol):
     """A callable model: ``model(**{placeholder_name: array}) -> {output_name: array}``.
 
+    A model keeps no reference to the graph it was compiled from: the graph's constants are
+    the weights as read, and a model holds each weight only in the form its kernels read.
+
     Attributes:
-        graph: the typed graph the kernels were compiled from.
         source: the model's file, for messages.
         input_types: placeholder name -> TensorType (the compiled shape and dtype).
         output_names: keys of the returned dictionary, in the graph's output order.
@@ -35,7 +37,6 @@ class Model(Protocol):
         tuned_kernels: names of the kernels compiled from a tuning record, sorted.
     """
 
-    graph: Graph
     source: str
     input_types: dict[str, TensorType]
     output_names: tuple[str, ...]
@@ -57,6 +58,11 @@ class Model(Protocol):
     @property
     def context_count(self) -> int:
         """Execution contexts built so far (the most calls that ran at once)."""
+        ...
+
+    def pack_constants(self) -> None:
+        """Put the weights into the form the kernels read (packed panels, device memory) now,
+        if the model has not yet; otherwise its first call does. Thread-safe."""
         ...
 
     def __call__(self, **inputs: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ per-element Python on this path.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from polytf.lowering.host_fallback import HostStep
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.plan.binding_plan import output_key, plan_model
 from polytf.plan.bindings import CONSTANT, HostPlan
-from polytf.plan.constant_layout import ModelConstants
+from polytf.plan.constant_layout import DeferredPacking, ModelConstants
 from polytf.plan.memory_plan import MemoryPlan, plan_memory
 from polytf.runtime.context_pool import ContextPool
 from polytf.runtime.cpu.execution_context import CpuExecutionContext
@@ -92,18 +93,21 @@ class CompiledModel(Model):
         share_buffers: bool = True,
     ) -> None:
         self.host_nodes = tuple(step.node for step in kernels if isinstance(step, HostStep))
-        self.graph = graph
+        # The model keeps no reference to ``graph``: its constants are the weights as read, and
+        # each weight kernels read only packed is kept in that form alone (issue 28's memory plan).
         self.threads = int(threads)
         self.source = source or graph.source
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
         self.output_names = tuple(output_key(t) for t in graph.outputs)
-        constants = ModelConstants(graph, self.source)
+        constants = ModelConstants(graph, self.source, defer_packing=True)
         plan = plan_model(graph, kernels, self.source, constants.packed)
         for storage in plan.constants:
             constants.constant(storage)
         # a weight whose every reader takes its packed copy is kept only in that form
-        read = set(plan.constants) | {b.key for step in plan.kernel_plans for b in step.bindings if b.kind == CONSTANT}
-        self._constants = {key: value for key, value in constants.values.items() if key in read}
+        self._read_constants = set(plan.constants) | {b.key for step in plan.kernel_plans for b in step.bindings if b.kind == CONSTANT}
+        self._constants = {key: value for key, value in constants.values.items() if key in self._read_constants}
+        self._packing: DeferredPacking | None = constants.deferred_packing()
+        self._packing_lock = threading.Lock()
         #: kernel-produced outputs are written straight into fresh arrays on each call
         self._direct_output_types = tuple((s, shape, np.dtype(dtype)) for s, shape, dtype in plan.direct_output_types)
         self._placeholder_of = plan.placeholder_of
@@ -114,12 +118,35 @@ class CompiledModel(Model):
         self.memory_plan: MemoryPlan = plan_memory(plan)
         self.share_buffers = bool(share_buffers)
         self._contexts = ContextPool(self._new_context)
-        with self._contexts.acquire():  # the first context, built (and its buffers checked) now
-            pass
         self.recipes = {plan.kernel.scop.name: plan.kernel.recipe for plan in self._plans}
         self.tuned_kernels: tuple[str, ...] = ()
 
+    def pack_constants(self) -> None:
+        """Pack the weights that kernels read packed (:mod:`polytf.plan.constant_layout`) and
+        build the first execution context (its buffers checked), if not done yet; the first
+        call does it otherwise. Thread-safe; seconds for a large model.
+
+        The model keeps no reference to the graph it was built from, and each weight is let go
+        as soon as its last packed copy is made: called once the caller has dropped the graph
+        (``polytf.load`` does), a weight and all of its packed copy are never held together.
+
+        Raises:
+            ShapeError: a packing reads an array it has no value for, or a buffer does not fit
+                its kernel (polytf bugs).
+        """
+        self._run_packing()
+        with self._contexts.acquire():
+            pass
+
+    def _run_packing(self) -> None:
+        with self._packing_lock:
+            if self._packing is not None:
+                packed = self._packing.run()
+                self._constants.update((key, value) for key, value in packed.items() if key in self._read_constants)
+                self._packing = None
+
     def _new_context(self, share_buffers: bool | None = None) -> CpuExecutionContext:
+        self._run_packing()
         shared = self.share_buffers if share_buffers is None else share_buffers
         return CpuExecutionContext(self._steps, self._constants, self._intermediate_types, self.memory_plan if shared else None)
 

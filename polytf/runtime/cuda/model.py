@@ -69,7 +69,6 @@ class CudaModel(Model):
     """
 
     def __init__(self, graph: Graph, kernels: Sequence[tuple[LoweredKernel, CudaKernel] | HostStep], backend: DeviceBackend, source: str = "") -> None:
-        self.graph = graph
         self.backend = backend
         self.source = source or graph.source
         self.host_nodes = tuple(step.node for step in kernels if isinstance(step, HostStep))
@@ -89,6 +88,9 @@ class CudaModel(Model):
         with self._contexts.acquire():  # the first context, allocated (and its buffers checked) now
             pass
         self.recipes = {p.kernel.scop.name: p.kernel.recipe for p in plan.kernel_plans}
+
+    def pack_constants(self) -> None:
+        """Nothing to do: the constants were uploaded when the model was built."""
 
     def _new_context(self) -> CudaExecutionContext:
         return CudaExecutionContext(self._plan.steps, self._constants, self._host_constants, self._plan.intermediates, self.backend)

@@ -79,8 +79,11 @@ def test_tensor_content_float_and_int() -> None:
     value = decode_tensor(proto)
     assert value.dtype == np.float32 and value.shape == (2, 3)
     np.testing.assert_array_equal(value, floats)
-    value.flags.writeable = True  # a real, writable copy, not a view of the proto's bytes
-    value[0, 0] = 1
+    # a read-only view of the bytes the field read copied out of the proto: no second copy
+    assert not value.flags.writeable
+    with pytest.raises(ValueError):
+        value[0, 0] = 1
+    assert decode_tensor(proto) is not value and proto.tensor_content == floats.astype("<f4").tobytes()
 
     ints = tensor(r'dtype: DT_INT32 tensor_shape { dim { size: 2 } } tensor_content: "\001\000\000\000\376\377\377\377"')
     assert ints.dtype == np.int32

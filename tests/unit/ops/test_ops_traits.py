@@ -185,6 +185,19 @@ def test_weight_layout_scales_output_channels(op):
     assert layout.depthwise == (op == "DepthwiseConv2dNative")
 
 
+@pytest.mark.parametrize("scale_dtype", [np.float32, np.float64])
+def test_a_scaled_weight_is_the_rounded_product_in_the_weight_dtype(scale_dtype):
+    node = Node("y", "Conv2D", ("x:0", "w:0"), attrs={"data_format": "NHWC"})
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((3, 3, 5, 7)).astype(np.float32)
+    w.flags.writeable = False  # a decoded weight is read-only: the product is a new array
+    scale = rng.standard_normal(7).astype(scale_dtype)
+    scaled = lookup("Conv2D").weight_layout.scale_weight(node, w, scale)
+    assert scaled.dtype == np.float32 and scaled.flags.writeable
+    # exactly what multiplying in the wider dtype and rounding once gives
+    np.testing.assert_array_equal(scaled, (w * scale).astype(np.float32))
+
+
 def test_a_weight_layout_needs_channels_last():
     node = Node("y", "Conv2D", ("x:0", "w:0"), attrs={"data_format": "NCHW"})
     assert lookup("Conv2D").weight_layout.output_channels(node, (3, 3, 2, 4)) is None

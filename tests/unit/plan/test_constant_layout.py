@@ -4,19 +4,23 @@ read-only; the results equal those of a kernel that packs on every call."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polytf.compiler.kernel_compilation import constant_arrays
+from polytf.compiler.kernel_compilation import compile_steps, constant_arrays
 from polytf.compiler.model_builder import build_model
 from polytf.compiler.preparation import PreparedModel
 from polytf.config import MeasurementConfig
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
-from polytf.plan.constant_layout import _copy_by_indexing, evaluate_copy, strided_pieces
+from polytf.plan.binding_plan import plan_model
+from polytf.plan.constant_layout import ModelConstants, _copy_by_indexing, evaluate_copy, strided_pieces
 from polytf.poly.affine import AffineExpr, FloorDiv, Modulo
 from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
@@ -72,6 +76,7 @@ def test_kernels_with_prepacked_weights_compute_the_reference(graph, recipe):
     groups = partition(graph)
     prepared = PreparedModel(graph, groups, tuple(lower_group(graph, g) for g in groups), ())
     model = build_model(prepared, {kernel.scop.name: recipe}, TARGET, threads=2)
+    model.pack_constants()
     assert any("packed" in key for key in model._constants)  # noqa: SLF001 - bound once, shared
     rng = np.random.default_rng(5)
     inputs = {name: rng.standard_normal(t.shape).astype(np.float32) for name, t in model.input_types.items()}
@@ -79,6 +84,74 @@ def test_kernels_with_prepacked_weights_compute_the_reference(graph, recipe):
     (expected,) = kernel.reference({**feeds, **kernel.constant_values}).values()
     (out,) = model(**inputs).values()
     np.testing.assert_allclose(out.reshape(expected.shape), expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+CONV_PACKED = CpuRecipe(tile_sizes=(1, 2, 8, 16), register_tile_sizes=(0, 0, 4, 16), pad=True, pack=("A1",), parallel=True)
+
+
+def _conv_prepared(graph) -> PreparedModel:
+    groups = partition(graph)
+    return PreparedModel(graph, groups, tuple(lower_group(graph, g) for g in groups), ())
+
+
+def test_deferred_packing_gives_the_eager_arrays_and_lets_each_weight_go():
+    graph = graph_conv_bias_relu(8, 8, 3, 16, stride=1)
+    prepared = _conv_prepared(graph)
+    steps, _ = compile_steps(prepared, {prepared.kernels[0].scop.name: CONV_PACKED}, TARGET, 2)
+    eager = ModelConstants(graph, "conv.pb")
+    eager_keys = plan_model(graph, steps, "conv.pb", eager.packed).kernel_plans[0].bindings
+    deferred = ModelConstants(graph, "conv.pb", defer_packing=True)
+    deferred_keys = plan_model(graph, steps, "conv.pb", deferred.packed).kernel_plans[0].bindings
+    assert eager_keys == deferred_keys
+    packed_keys = [key for key in eager.values if "packed" in key or "/" in key]
+    assert packed_keys and not any(key in deferred.values for key in packed_keys)  # nothing packed yet
+    packing = deferred.deferred_packing()
+    assert set(packing.originals) == {"f:0"} and packing.originals["f:0"] is graph.constants["f:0"]
+    result = packing.run()
+    assert set(result) == set(packed_keys) and not packing.originals and not packing.packings
+    for key in packed_keys:
+        np.testing.assert_array_equal(result[key], eager.values[key])
+        assert result[key].ctypes.data % 64 == 0 and not result[key].flags.writeable
+    assert not deferred.deferred_packing().packings  # defers no more
+
+
+def _built_model_and_weight():
+    """A model built from a graph that only the caller's frame held, and a weak reference to
+    the weight its kernel reads packed only."""
+    graph = graph_conv_bias_relu(8, 8, 3, 16, stride=1)
+    weight = weakref.ref(graph.constants["f:0"])
+    prepared = _conv_prepared(graph)
+    model = build_model(prepared, {prepared.kernels[0].scop.name: CONV_PACKED}, TARGET, threads=2)
+    return model, weight
+
+
+def test_a_built_model_holds_a_weight_until_packed_and_only_packed_afterwards():
+    model, weight = _built_model_and_weight()
+    gc.collect()
+    assert weight() is not None  # the pending packing holds it, not the graph
+    assert not hasattr(model, "graph")
+    model.pack_constants()
+    gc.collect()
+    assert weight() is None
+    assert any("/" in key for key in model._constants)  # noqa: SLF001 - the packed copy, bound by every context
+    rng = np.random.default_rng(2)
+    graph = graph_conv_bias_relu(8, 8, 3, 16, stride=1)  # the same values (seeded), for the reference
+    x = rng.standard_normal((1, 8, 8, 3)).astype(np.float32)
+    (kernel,) = kernels_of(graph)
+    (expected,) = kernel.reference({"A0": x, **kernel.constant_values}).values()
+    (out,) = model(x=x).values()
+    np.testing.assert_allclose(out, expected.reshape(out.shape), rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_the_first_call_packs_when_nothing_asked_before():
+    model, weight = _built_model_and_weight()
+    x = np.ones((1, 8, 8, 3), np.float32)
+    first = model(x=x)["relu"]
+    gc.collect()
+    assert weight() is None and model.context_count == 1
+    model.pack_constants()  # done already: no second packing, the same context
+    np.testing.assert_array_equal(model(x=x)["relu"], first)
+    assert model.context_count == 1
 
 
 # -- the strided copy against numpy's integer-array indexing -------------------------------
