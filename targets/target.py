@@ -42,6 +42,12 @@ class CompiledKernel(Kernel):
         object_code: the relocatable object code ``function`` was linked from (what the code
             cache stores; empty for code that was not made from an object).
         symbol: the entry point's name in ``object_code``.
+        inputs_read_ahead_only: the input arrays only its constant copies read (the code never
+            does), when known (a kernel linked from the code cache); None: the model's plan
+            works them out from the Scop and the recipe
+            (:func:`polytf.plan.binding_plan.arrays_read_ahead_only`).
+        scratch_written_whole: the scratch arrays its copies write entirely on every call, when
+            known; None as above (:func:`polytf.plan.binding_plan.scratch_written_whole`).
     """
 
     scop: Scop
@@ -54,6 +60,8 @@ class CompiledKernel(Kernel):
     constant_copies: tuple[Statement, ...] = ()
     object_code: bytes = field(default=b"", repr=False)
     symbol: str = ""
+    inputs_read_ahead_only: frozenset[str] | None = None
+    scratch_written_whole: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.arrays:

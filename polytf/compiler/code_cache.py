@@ -192,6 +192,8 @@ class KernelCodeCache:
             constant_copies=facts.constant_copies,
             object_code=entry.object_code,
             symbol=entry.symbol,
+            inputs_read_ahead_only=facts.inputs_read_ahead_only,
+            scratch_written_whole=facts.scratch_written_whole,
         )
 
     def _save(self, write: Callable[[], object]) -> None:

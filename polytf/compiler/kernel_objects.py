@@ -13,8 +13,10 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
+from polytf.plan.binding_plan import arrays_read_ahead_only, kernel_code_scop, scratch_written_whole
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
+from polytf.schedules.data_layout import SCRATCH
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.storage.object_cache import KernelObject
 from polytf.targets.target import CompiledKernel
@@ -31,11 +33,18 @@ class KernelFacts:
             in argument order.
         argument_bytes: the bytes each argument must have.
         constant_copies: weight packings run once when the model is built.
+        inputs_read_ahead_only, scratch_written_whole: as a
+            :class:`~polytf.targets.target.CompiledKernel`'s, worked out when the kernel was
+            compiled, so that a model built from the cache does not apply the recipe's
+            data-layout transformations again (a Winograd kernel's took 0.1 s); None in
+            entries written before they were kept (the plan works them out).
     """
 
     arrays: tuple[ArrayInfo, ...]
     argument_bytes: tuple[int, ...]
     constant_copies: tuple[Statement, ...]
+    inputs_read_ahead_only: frozenset[str] | None = None
+    scratch_written_whole: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -49,5 +58,12 @@ class CompileJob:
 
 def kernel_object(kernel: CompiledKernel) -> KernelObject:
     """The cache entry of a kernel compiled by :meth:`CpuTarget.compile_code`."""
-    facts = KernelFacts(tuple(kernel.arrays), tuple(kernel.argument_bytes), tuple(kernel.constant_copies))
+    code = kernel_code_scop(kernel) if kernel.constant_copies or any(info.role == SCRATCH for info in kernel.arrays) else None
+    facts = KernelFacts(
+        tuple(kernel.arrays),
+        tuple(kernel.argument_bytes),
+        tuple(kernel.constant_copies),
+        arrays_read_ahead_only(kernel, code),
+        scratch_written_whole(kernel, code),
+    )
     return KernelObject(kernel.symbol, kernel.scop.name, pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL), kernel.object_code)

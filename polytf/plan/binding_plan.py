@@ -218,10 +218,16 @@ def plan_model(
         lowered, kernel = item
         supplied = dict(caller_constants(lowered, kernel)) if caller_constants else {}
         scratch = isinstance(getattr(kernel, "recipe", None), CpuRecipe) and any(info.role == SCRATCH for info in kernel.arrays)
-        code = kernel_code_scop(kernel) if supplied or scratch else None
-        unread = arrays_read_ahead_only(kernel, code) if supplied else frozenset()
+        # facts a kernel from the code cache brings along; the others need its code's Scop
+        known_unread = getattr(kernel, "inputs_read_ahead_only", None)
+        known_whole = getattr(kernel, "scratch_written_whole", None)
+        needs_code = (supplied and known_unread is None) or (scratch and known_whole is None)
+        code = kernel_code_scop(kernel) if needs_code else None
+        unread = frozenset()
+        if supplied:
+            unread = known_unread if known_unread is not None else arrays_read_ahead_only(kernel, code)
         if scratch:
-            whole[len(plans)] = scratch_written_whole(kernel, code)
+            whole[len(plans)] = known_whole if known_whole is not None else scratch_written_whole(kernel, code)
         bindings = []
         for info in kernel.arrays:
             if info.name in supplied:

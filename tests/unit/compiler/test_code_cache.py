@@ -20,6 +20,7 @@ from hand_built_graphs import (
     graph_broadcast_chain,
     graph_conv_bias_relu,
     graph_depthwise,
+    graph_matmul_bias_relu,
     graph_maxpool,
     graph_softmax,
     kernels_of,
@@ -32,7 +33,11 @@ from polytf.compiler.kernel_compilation import constant_arrays
 from polytf.compiler.kernel_objects import CompileJob, kernel_object
 from polytf.compiler.preparation import prepare_model
 from polytf.errors import CacheWarning
+from polytf.plan import binding_plan
+from polytf.plan.bindings import UNREAD
+from polytf.plan.constant_layout import ModelConstants
 from polytf.schedules import builder
+from polytf.schedules.recipe import CpuRecipe
 from polytf.storage.object_cache import DEFAULT_RECIPE_SUFFIX, MAGIC, OBJECT_SUFFIX, ObjectCache
 from polytf.targets.cpu import CpuTarget
 
@@ -275,3 +280,32 @@ def test_a_cache_that_cannot_be_written_is_one_warning(chain, tmp_path):
     output, messages = _warnings_of(lambda: _run(path, blocked))
     np.testing.assert_allclose(output, reference(_input()), rtol=1e-5, atol=1e-5)
     assert len(messages) == 1 and "compiled kernels are not kept" in messages[0] and str(blocked) in messages[0], messages
+
+
+@pytest.mark.parametrize(
+    "graph, recipe",
+    [
+        (graph_matmul_bias_relu(13, 9, 21), CpuRecipe(tile_sizes=(12, 32), register_tile_sizes=(6, 16), pack=("A1",), parallel=True)),
+        (graph_conv_bias_relu(8, 8, 3, 16, stride=1), CpuRecipe(tile_sizes=(1, 2, 8, 16), register_tile_sizes=(0, 0, 4, 16), pad=True, pack=("A1",), parallel=True)),
+    ],
+    ids=["packed-matmul", "padded-conv"],
+)
+def test_a_kernel_from_the_cache_brings_the_facts_its_model_plan_needs(graph, recipe, tmp_path, monkeypatch):
+    (kernel,) = kernels_of(graph)
+    target = CpuTarget()
+    compiled = KernelCodeCache(target, 1, ObjectCache(tmp_path))(kernel.scop, recipe, constant_arrays(kernel))
+    assert compiled.inputs_read_ahead_only is None and compiled.scratch_written_whole is None  # compiled here: worked out by the plan
+    unread, whole = binding_plan.arrays_read_ahead_only(compiled), binding_plan.scratch_written_whole(compiled)
+    assert "A1" in unread  # the weights: only their packing reads them
+    cached = KernelCodeCache(target, 1, ObjectCache(tmp_path))(kernel.scop, recipe, constant_arrays(kernel))
+    assert cached.inputs_read_ahead_only == unread and cached.scratch_written_whole == whole
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the plan of cached kernels must not apply the data-layout transformations again")
+
+    monkeypatch.setattr(binding_plan, "kernel_code_scop", forbidden)
+    plan = binding_plan.plan_model(graph, [(kernel, cached)], "model.pb", ModelConstants(graph, "model.pb").packed)
+    (step,) = plan.kernel_plans
+    slots = {info.name: binding.kind for info, binding in zip(cached.arrays, step.bindings)}
+    assert slots["A1"] == UNREAD
+    assert plan.scratch_written_whole == {0: whole}
