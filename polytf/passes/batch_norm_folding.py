@@ -177,7 +177,7 @@ def _scale_filter(editor: GraphEditor, convolution: Node, scale: np.ndarray) -> 
     layout = _layout(convolution)
     weights = np.asarray(editor.constant_value(convolution.inputs[layout.input]), dtype=np.float32)
     scaled = layout.scale_weight(convolution, weights, scale)
-    filter_tensor = editor.add_constant(f"{convolution.name}/folded_filter", scaled.astype(np.float32, copy=False), before=convolution.name)
+    filter_tensor = editor.add_constant(f"{convolution.name}/folded_filter", scaled, before=convolution.name)
     inputs = tuple(filter_tensor if k == layout.input else t for k, t in enumerate(convolution.inputs))
     editor.set_node(Node(convolution.name, convolution.op, inputs, convolution.control_inputs, convolution.attrs))
 

@@ -104,8 +104,9 @@ class CompiledModel(Model):
         for storage in plan.constants:
             constants.constant(storage)
         # a weight whose every reader takes its packed copy is kept only in that form
-        self._read_constants = set(plan.constants) | {b.key for step in plan.kernel_plans for b in step.bindings if b.kind == CONSTANT}
-        self._constants = {key: value for key, value in constants.values.items() if key in self._read_constants}
+        read = set(plan.constants) | {b.key for step in plan.kernel_plans for b in step.bindings if b.kind == CONSTANT}
+        self._constants = {key: value for key, value in constants.values.items() if key in read}
+        # the deferred packings: each key is a kernel's CONSTANT binding, so every one is read
         self._packing: DeferredPacking | None = constants.deferred_packing()
         self._packing_lock = threading.Lock()
         #: kernel-produced outputs are written straight into fresh arrays on each call
@@ -141,8 +142,7 @@ class CompiledModel(Model):
     def _run_packing(self) -> None:
         with self._packing_lock:
             if self._packing is not None:
-                packed = self._packing.run()
-                self._constants.update((key, value) for key, value in packed.items() if key in self._read_constants)
+                self._constants.update(self._packing.run())
                 self._packing = None
 
     def _new_context(self, share_buffers: bool | None = None) -> CpuExecutionContext:
