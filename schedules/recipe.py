@@ -64,7 +64,9 @@ class ScheduleRecipe:
             statement with the most iterators), a tile size; 0 leaves it untiled.
         point_order: a permutation of the anchor statement's iterators; the anchor's
             inner band (a GPU thread's loops) follows it. Empty means natural order.
-        unroll: innermost loops get this unroll count; 0 lets LLVM decide, 1 disables unrolling.
+        unroll: innermost loops get this unroll count; 1 disables unrolling; 0 leaves it to
+            polytf: a micro-kernel's innermost reduction loop is unrolled
+            :data:`~polytf.targets.microkernel.MICROKERNEL_UNROLL` times, other loops not at all.
         pad: redirect the anchor's guarded reads (Conv2D padding) to a zero-padded copy, so
             that its iteration domain is a box.
         algorithm: ``"direct"`` (the anchor as lowered) or ``"im2col"`` (its windowed read

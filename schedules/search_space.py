@@ -6,7 +6,8 @@ Dimensions (each an Optuna categorical parameter, values are plain str/int/bool)
 - ``tile_order``: order of the outer loops, e.g. ``"1,0"``
 - ``reduction_tile_r{j}``: tile size of the anchor's reduction iterator j (0 = untiled)
 - ``point_order``: loop order of the anchor statement, e.g. ``"d0,r0,d1"``
-- ``vector_width``, ``unroll``: LLVM loop hints (0 = LLVM decides)
+- ``vector_width``, ``unroll``: LLVM loop hints (0 = LLVM decides the width; unroll 0 =
+  only the micro-kernel's reduction loop, :data:`~polytf.targets.microkernel.MICROKERNEL_UNROLL` times)
 - ``parallel``: the outermost loop on all threads (offered only when the loop isl generates
   first carries no dependence)
 - ``register_tile``: register tile of the last two shared dimensions, e.g. ``"6x16"``

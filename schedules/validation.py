@@ -133,7 +133,7 @@ def _check_core(scop: Scop, recipe: ScheduleRecipe) -> _Core:
     if sorted(point_order) != sorted(anchor.iterators):
         raise _invalid(scop, "point_order", point_order, f"a permutation of statement {anchor.name}'s iterators {list(anchor.iterators)}")
     if not 0 <= recipe.unroll <= MAX_UNROLL:
-        raise _invalid(scop, "unroll", recipe.unroll, f"0 to {MAX_UNROLL} (0: LLVM decides)")
+        raise _invalid(scop, "unroll", recipe.unroll, f"0 to {MAX_UNROLL} (0: polytf decides)")
     extents = [int(extent) for extent in anchor.extents[:depth]]
     return _Core(anchor, depth, extents, tiles, reduction_tiles, tuple(point_order))
 

@@ -156,7 +156,8 @@ class KernelModuleBuilder(StatementEmitter):
         scop: the statements and arrays.
         ast: isl AST of the scheduled Scop.
         vector_width: 0 = LLVM decides, 1 = no vectorisation, n = width hint on innermost loops.
-        unroll: 0 = LLVM decides, 1 = no unrolling, n = unroll count on innermost loops.
+        unroll: 1 = no unrolling, n = unroll count on innermost loops, 0 = polytf decides
+            (only a micro-kernel's innermost reduction loop, ``MICROKERNEL_UNROLL`` times).
         parallel: run the body on all threads, distributing the loops below parallel marks.
         fast_math: every fast-math flag on float arithmetic, NaN and inf then undefined;
             else TensorFlow's float semantics (:func:`polytf.targets.statement_codegen.float_flags`).
@@ -349,11 +350,13 @@ class KernelModuleBuilder(StatementEmitter):
         distribute: bool = False,
         innermost: bool = False,
         holds_maxnum_reduction: bool = False,
+        unroll: int | None = None,
     ) -> None:
         """Emit ``for (iterator = start; condition; iterator += step) body`` at the builder.
 
         ``holds_maxnum_reduction`` (an innermost loop holding a ``maxnum``/``minnum`` reduction)
-        gives the loop ``llvm.loop.vectorize.enable = false`` (module docstring).
+        gives the loop ``llvm.loop.vectorize.enable = false`` (module docstring). ``unroll``
+        replaces the recipe's unroll count for this loop (None: the recipe's).
         """
         b = self.builder
         if distribute:
@@ -380,12 +383,12 @@ class KernelModuleBuilder(StatementEmitter):
         back_edge = b.branch(header)
         induction.add_incoming(following, b.block)
         if innermost:
-            metadata = self._loop_metadata(holds_maxnum_reduction)
+            metadata = self._loop_metadata(holds_maxnum_reduction, self.unroll if unroll is None else unroll)
             if metadata is not None:
                 back_edge.set_metadata("llvm.loop", metadata)
         b.position_at_end(exit_block)
 
-    def _loop_metadata(self, holds_maxnum_reduction: bool = False):
+    def _loop_metadata(self, holds_maxnum_reduction: bool, unroll: int):
         hints = []
         m = self.module
         if holds_maxnum_reduction:
@@ -398,10 +401,10 @@ class KernelModuleBuilder(StatementEmitter):
             # cannot vectorise. It prints a remark for each such loop, which
             # CpuTarget.optimise discards.
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.vectorize.width"), ir.Constant(I32, self.vector_width)]))
-        if self.unroll == 1:
+        if unroll == 1:
             hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.disable")]))
-        elif self.unroll > 1:
-            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.count"), ir.Constant(I32, self.unroll)]))
+        elif unroll > 1:
+            hints.append(m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.count"), ir.Constant(I32, unroll)]))
         if not hints:
             return None
         loop_id = MDValue(m, [], name=str(len(m.metadata)))

@@ -58,6 +58,26 @@ def test_full_tiles_use_vector_fma_and_no_fallback_check():
     assert _verify(kernel, recipe) is None
 
 
+def _unroll_counts(text: str) -> list[int]:
+    """The ``llvm.loop.unroll.count`` of every loop of ``text`` (LLVM IR) that names one."""
+    return [int(count) for count in re.findall(r'"llvm\.loop\.unroll\.count", i32 (\d+)', text)]
+
+
+def test_micro_kernel_reduction_loop_is_unrolled_unless_the_recipe_says():
+    from polytf.targets.microkernel import MICROKERNEL_UNROLL
+
+    kernel = kernels_of(graph_matmul_bias_relu(12, 40, 32))[0]
+    base = dict(tile_sizes=(12, 32), register_tile_sizes=(6, 16), vector_width=8, pack=("A1",))
+    default = TARGET.emit_llvm_ir(kernel.scop, CpuRecipe(**base))
+    assert MICROKERNEL_UNROLL > 1 and _unroll_counts(default) == [MICROKERNEL_UNROLL]  # the reduction loop only
+    assert _unroll_counts(TARGET.emit_llvm_ir(kernel.scop, CpuRecipe(**base, unroll=2)))[0] == 2  # the recipe's count wins
+    assert "llvm.loop.unroll.disable" in TARGET.emit_llvm_ir(kernel.scop, CpuRecipe(**base, unroll=1))
+    assert not _unroll_counts(TARGET.emit_llvm_ir(kernel.scop, CpuRecipe(tile_sizes=(12, 32))))  # no micro-kernel: no count
+    for reduction in (40, 7):  # a multiple of the unroll count and not
+        kernel = kernels_of(graph_matmul_bias_relu(12, reduction, 32))[0]
+        assert _verify(kernel, CpuRecipe(**base)) is None
+
+
 def test_partial_register_tiles_take_the_generic_path_and_stay_correct():
     # 13 rows = 2 tiles of 6 + 1 row; 21 columns = 16 + 5
     kernel = kernels_of(graph_matmul_bias_relu(13, 7, 21))[0]
