@@ -13,11 +13,15 @@ lives in ``<kernel>_body(float* noalias ..., i64 thread, i64 threads)``. When th
 recipe asks for it and ``threads > 1``, the entry runs the body on ``threads``
 OpenMP threads through libgomp's ``GOMP_parallel``. The only loops distributed over
 the threads are ``for`` nodes of the dimensions a top-level ``parallel`` mark names
-(:class:`polytf.schedules.marks.ParallelMark`, :func:`parallel_pieces`): each thread
-takes the iterations ``init + (thread + j * threads) * step`` of such a loop (a cyclic
-distribution, legal because legality proved that schedule dimension free of
-loop-carried dependences); everything else runs on thread 0, with a barrier before and
-after each distributed loop.
+(:class:`polytf.schedules.marks.ParallelMark`, :func:`parallel_pieces`; legality proved
+that schedule dimension free of loop-carried dependences): thread ``t`` of ``T`` takes a
+block of consecutive iterations, ``ceil(n / T)`` of the loop's ``n`` (OpenMP's
+``schedule(static)``), so that consecutive kernels split an image's rows alike and a
+thread mostly reads what it wrote (MobileNetV2 b1 and EfficientNetB0 b1 0.89x and 0.90x the
+time of the cyclic distribution ``t, t + T, ...``, DenseNet121 0.90-1.00x, ResNet50
+0.97-0.99x, InceptionV3 0.99-1.03x: one process, alternating blocks, znver3, 2 threads);
+a loop whose trip count is not a constant keeps the cyclic one. Everything else runs on
+thread 0, with a barrier before and after each distributed loop.
 
 Innermost loops carry ``llvm.loop`` metadata for the vector width and unroll count
 of the recipe (LLVM LangRef, "'llvm.loop' metadata"). An innermost loop that holds a
@@ -318,11 +322,16 @@ class KernelModuleBuilder(StatementEmitter):
         self.loop_ranges.pop(iterator, None)
         initial = affine_of_ast(node.for_get_init(), {})
         condition = node.for_get_cond()
+        block = None
         if initial is not None and initial.is_constant and condition.get_type() == isl.ast_expr_type.op and condition.op_get_type() in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
             bound = affine_of_ast(condition.op_get_arg(1), {})
-            if bound is not None and bound.is_constant and not distribute:
+            if bound is not None and bound.is_constant:
                 last = bound.constant - (1 if condition.op_get_type() == isl.ast_expr_op_type.lt else 0)
-                self.loop_ranges[iterator] = (initial.constant, max(initial.constant, last))
+                increment = affine_of_ast(node.for_get_inc(), {})
+                if not distribute:
+                    self.loop_ranges[iterator] = (initial.constant, max(initial.constant, last))
+                elif increment is not None and increment.is_constant and increment.constant > 0 and last >= initial.constant:
+                    block = (last - initial.constant) // increment.constant + 1
         holds_maxnum_reduction = innermost and any(
             name in self.statements and _is_maxnum_reduction(self.statements[name])
             for name in _called_statements(node.for_get_body())
@@ -337,6 +346,7 @@ class KernelModuleBuilder(StatementEmitter):
             distribute,
             innermost,
             holds_maxnum_reduction=holds_maxnum_reduction,
+            trip_count=block,
         )
 
     def emit_loop(
@@ -351,15 +361,32 @@ class KernelModuleBuilder(StatementEmitter):
         innermost: bool = False,
         holds_maxnum_reduction: bool = False,
         unroll: int | None = None,
+        trip_count: int | None = None,
     ) -> None:
         """Emit ``for (iterator = start; condition; iterator += step) body`` at the builder.
 
         ``holds_maxnum_reduction`` (an innermost loop holding a ``maxnum``/``minnum`` reduction)
         gives the loop ``llvm.loop.vectorize.enable = false`` (module docstring). ``unroll``
         replaces the recipe's unroll count for this loop (None: the recipe's).
+
+        ``distribute``: each thread runs a share of the iterations. With the loop's
+        ``trip_count`` known, thread ``t`` of ``T`` runs the consecutive iterations
+        ``[t·c, min((t+1)·c, trip_count))``, ``c = ceil(trip_count / T)`` (a block
+        distribution, as OpenMP's ``schedule(static)``); else the cyclic ``t, t + T, ...``.
         """
         b = self.builder
-        if distribute:
+        if distribute and trip_count is not None:
+            chunk = b.sdiv(b.add(self.threads, ir.Constant(I64, trip_count - 1)), self.threads)
+            first = b.mul(self.thread, chunk, flags=["nsw"])
+            end = b.add(first, chunk, flags=["nsw"])
+            end = b.select(b.icmp_signed("<", end, ir.Constant(I64, trip_count)), end, ir.Constant(I64, trip_count))
+            stop = b.add(start, b.mul(end, step, flags=["nsw"]), flags=["nsw"])
+            start = b.add(start, b.mul(first, step, flags=["nsw"]), flags=["nsw"])
+            original = condition
+
+            def condition(inner: dict[str, ir.Value]) -> ir.Value:
+                return self.builder.and_(original(inner), self.builder.icmp_signed("<", inner[iterator], stop))
+        elif distribute:
             start = b.add(start, b.mul(self.thread, step), flags=["nsw"])
             step = b.mul(step, self.threads, flags=["nsw"])
         preheader = b.block
