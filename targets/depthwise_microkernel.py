@@ -109,18 +109,16 @@ class _Emitter:
 
     # -- structure ---------------------------------------------------------------------
     def emit(self, distribute: bool) -> None:
-        g, b, p = self.g, self.b, self.p
-        rows_total = p.batch * p.height.output_size
-        if distribute:
-            threads = g.threads
-            chunk = b.sdiv(b.add(ir.Constant(I64, rows_total), b.sub(threads, ir.Constant(I64, 1))), threads)
-            start = b.mul(g.thread, chunk)
-            end = b.add(start, chunk)
-            end = b.select(b.icmp_signed("<", end, ir.Constant(I64, rows_total)), end, ir.Constant(I64, rows_total))
-        else:
-            start, end = ir.Constant(I64, 0), ir.Constant(I64, rows_total)
-        g.emit_loop(
-            "dw.row", start, ir.Constant(I64, 1), lambda env: self.b.icmp_signed("<", env["dw.row"], end), {}, self.emit_row
+        rows_total = self.p.batch * self.p.height.output_size
+        self.g.emit_loop(  # distributed: a block of consecutive rows per thread (emit_loop)
+            "dw.row",
+            ir.Constant(I64, 0),
+            ir.Constant(I64, 1),
+            lambda env: self.b.icmp_signed("<", env["dw.row"], ir.Constant(I64, rows_total)),
+            {},
+            self.emit_row,
+            distribute,
+            trip_count=rows_total,
         )
 
     def emit_row(self, env: dict[str, ir.Value]) -> None:

@@ -322,16 +322,17 @@ class KernelModuleBuilder(StatementEmitter):
         self.loop_ranges.pop(iterator, None)
         initial = affine_of_ast(node.for_get_init(), {})
         condition = node.for_get_cond()
-        block = None
+        trip_count = None  # of a distributed loop with constant bounds and step
         if initial is not None and initial.is_constant and condition.get_type() == isl.ast_expr_type.op and condition.op_get_type() in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
             bound = affine_of_ast(condition.op_get_arg(1), {})
             if bound is not None and bound.is_constant:
                 last = bound.constant - (1 if condition.op_get_type() == isl.ast_expr_op_type.lt else 0)
-                increment = affine_of_ast(node.for_get_inc(), {})
                 if not distribute:
                     self.loop_ranges[iterator] = (initial.constant, max(initial.constant, last))
-                elif increment is not None and increment.is_constant and increment.constant > 0 and last >= initial.constant:
-                    block = (last - initial.constant) // increment.constant + 1
+                else:
+                    increment = affine_of_ast(node.for_get_inc(), {})
+                    if increment is not None and increment.is_constant and increment.constant > 0 and last >= initial.constant:
+                        trip_count = (last - initial.constant) // increment.constant + 1
         holds_maxnum_reduction = innermost and any(
             name in self.statements and _is_maxnum_reduction(self.statements[name])
             for name in _called_statements(node.for_get_body())
@@ -346,7 +347,7 @@ class KernelModuleBuilder(StatementEmitter):
             distribute,
             innermost,
             holds_maxnum_reduction=holds_maxnum_reduction,
-            trip_count=block,
+            trip_count=trip_count,
         )
 
     def emit_loop(
