@@ -197,6 +197,12 @@ class CpuBenchRun(BenchRun):
         flops = sum(contraction_flops(kernel.scop) for kernel in untuned.kernels) or None
         trials = options.trials or TuningConfig().trials
         model, report, tune_wall_s = self.tuned_model(path, graph, backend, trials, display, label)
+        if model.recipes == untuned.recipes:
+            # no tuned recipe was kept (each lost inside the model, or tuning changed nothing): the
+            # tuned model is the untuned one, so one model is timed for both rows, and a difference
+            # between two loaded copies of the same code (their buffers placed differently, a few
+            # percent on a shared machine) is not reported as the effect of tuning
+            model = untuned
         display.step(f"{label}: verifying against numpy")
         max_error = check_outputs(model(**arrays), prepared.expected, label)
 
@@ -248,6 +254,7 @@ class CpuBenchRun(BenchRun):
                 "model_tuned_latency_s": _finite(report.model_tuned_latency_s),
                 "recipes": {k.kernel: k.recipe for k in report.kernels},
             },
+            "tuned_is_untuned": model is untuned,
             "max_abs_error": max_error,
             "untuned_max_abs_error": untuned_error,
             "max_abs_error_vs_tensorflow": errors_vs_tensorflow,
@@ -266,15 +273,19 @@ class CpuBenchRun(BenchRun):
 
     def time_rounds(self, model: Model, untuned: Model, arrays: dict, worker: BaselineWorker, baselines: list[str], display: BenchDisplay) -> dict[str, list[float]]:
         """Per system, the median of each round, seconds: a polytf round (``model(**arrays)``), an
-        untuned round (the same call of the model built with default recipes), a kernels-only
-        round (inputs bound once), then one round of each baseline in the child."""
+        untuned round (the same call of the model built with default recipes; none when ``untuned``
+        is ``model``: its rounds are the tuned ones), a kernels-only round (inputs bound once),
+        then one round of each baseline in the child."""
         repeats, warmup = self.options.repeats, self.options.warmup
         rounds: dict[str, list[float]] = {"polytf": [], "polytf_untuned": [], "polytf_kernels": [], **{s: [] for s in baselines}}
         for _ in range(self.options.rounds):
             time.sleep(SETTLE_S)
             rounds["polytf"].append(round_median_s(lambda: model(**arrays), repeats, warmup))
-            time.sleep(SETTLE_S)
-            rounds["polytf_untuned"].append(round_median_s(lambda: untuned(**arrays), repeats, warmup))
+            if untuned is model:
+                rounds["polytf_untuned"].append(rounds["polytf"][-1])
+            else:
+                time.sleep(SETTLE_S)
+                rounds["polytf_untuned"].append(round_median_s(lambda: untuned(**arrays), repeats, warmup))
             time.sleep(SETTLE_S)
             rounds["polytf_kernels"].append(statistics.median(model.latency_s(arrays, repeats, warmup)))
             answer = worker.request({"op": "round", "repeats": repeats, "warmup": warmup})

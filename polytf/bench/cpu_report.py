@@ -275,6 +275,8 @@ def row_section(row: dict[str, Any]) -> list[str]:
         f"untuned {format_gflops(gflops.get('polytf_untuned'))} GFLOP/s ({_percent(percent.get('polytf_untuned'))} of peak)"
         + (f"; {_flop_count(row['flops'])} per call." if row.get("flops") else ".")
     )
+    if row.get("tuned_is_untuned"):
+        lines.append("- No tuned recipe was kept (each lost inside the model, or none beat its default): the tuned model is the untuned one, timed once for both.")
     to_tensorflow = row.get("ratio_to_tensorflow") or {}
     if to_tensorflow:
         lines.append(f"- Time / TensorFlow's: tuned {_ratio(to_tensorflow.get('tuned'))}, untuned {_ratio(to_tensorflow.get('untuned'))}.")

@@ -61,6 +61,8 @@ def check_report(out, entries, systems, threads=(1,)):
         assert row["tuning"]["wall_s"] > 0 and row["tuning"]["new_trials"] >= 1
         assert row["tuning"]["recipes"] and all(isinstance(r, str) and r for r in row["tuning"]["recipes"].values())
         assert 0 <= row["max_abs_error"] < 1e-3 and 0 <= row["untuned_max_abs_error"] < 1e-3
+        if row["tuned_is_untuned"]:  # no tuned recipe kept: one model, timed once for both rows
+            assert row["systems"]["polytf"]["round_medians_s"] == row["systems"]["polytf_untuned"]["round_medians_s"]
         peak = result["machine"]["fp32_peak"][str(row["threads"])]
         assert peak["threads"] == row["threads"] and peak["gflops"] >= row["threads"] and row["peak_gflops"] == peak["gflops"]
         for system in ("polytf", "polytf_untuned"):
@@ -84,6 +86,7 @@ def check_report(out, entries, systems, threads=(1,)):
     assert "**float32 peak (measured):**" in text and f"LLVM CPU `{machine['fp32_peak'][str(threads[0])]['cpu_name']}`" in text
     for row in result["rows"]:
         assert f"## {row['entry']}, {row['threads']} thread" in text and "call / sum of kernels" in text
+    assert ("the tuned model is the untuned one" in text) == any(row["tuned_is_untuned"] for row in result["rows"])
     return result, text
 
 
