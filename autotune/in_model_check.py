@@ -160,17 +160,17 @@ class InModelDecision:
         return self.default_latency_s / self.tuned_latency_s if self.tuned_latency_s > 0 else math.nan
 
 
-def block_shape(one_call_s: float, blocks: int, calls: int) -> tuple[int, int]:
+def block_shape(one_call_s: float, blocks: int, calls: int, round_s: float = ROUND_S) -> tuple[int, int]:
     """``(blocks, calls per block)`` for a model whose call takes ``one_call_s`` seconds: at
     least ``calls`` calls, enough for a block of :data:`MINIMUM_BLOCK_S`; for a slow model,
-    a round of about :data:`ROUND_S` at most (fewer calls, then fewer blocks, down to
+    a round of about ``round_s`` (default :data:`ROUND_S`) at most (fewer calls, then fewer blocks, down to
     :data:`MINIMUM_CALLS_PER_BLOCK` calls and :data:`MINIMUM_BLOCKS` blocks)."""
     if not one_call_s > 0:
         return blocks, MAXIMUM_CALLS_PER_BLOCK
     calls = max(calls, min(math.ceil(MINIMUM_BLOCK_S / one_call_s), MAXIMUM_CALLS_PER_BLOCK))
-    if 2 * blocks * calls * one_call_s > ROUND_S:
-        calls = min(calls, max(MINIMUM_CALLS_PER_BLOCK, math.floor(ROUND_S / (2 * blocks * one_call_s))))
-        blocks = min(blocks, max(MINIMUM_BLOCKS, math.floor(ROUND_S / (2 * calls * one_call_s))))
+    if 2 * blocks * calls * one_call_s > round_s:
+        calls = min(calls, max(MINIMUM_CALLS_PER_BLOCK, math.floor(round_s / (2 * blocks * one_call_s))))
+        blocks = min(blocks, max(MINIMUM_BLOCKS, math.floor(round_s / (2 * calls * one_call_s))))
     return blocks, calls
 
 
@@ -192,7 +192,12 @@ def _timed_block(
 
 
 def alternating_timings(
-    default_model: Model, tuned_model: Model, inputs: Mapping[str, Any], blocks: int = BLOCKS, calls: int = CALLS_PER_BLOCK
+    default_model: Model,
+    tuned_model: Model,
+    inputs: Mapping[str, Any],
+    blocks: int = BLOCKS,
+    calls: int = CALLS_PER_BLOCK,
+    round_s: float = ROUND_S,
 ) -> ModelTimings:
     """Time ``default_model`` against ``tuned_model`` (same graph, same inputs): ``blocks`` blocks
     of whole calls of each, alternating, the first model of a block swapped every block; a block
@@ -204,13 +209,15 @@ def alternating_timings(
         default_model, tuned_model: the two models (``inputs`` by placeholder name fits both).
         blocks: blocks of each model (at least 1).
         calls: calls in a block, at least (at least 1).
+        round_s: about the longest the round may take for a slow model, seconds (a time
+            budget's remainder; :func:`block_shape`).
 
     Returns:
         Every call's seconds, and each kernel's seconds inside each call where the models
         can time their kernels.
     """
     one_call_s = min(default_model.latency_s(inputs, repeats=1, warmup=1))
-    blocks, per_block = block_shape(one_call_s, max(1, int(blocks)), max(1, int(calls)))
+    blocks, per_block = block_shape(one_call_s, max(1, int(blocks)), max(1, int(calls)), round_s)
     call_s: dict[str, list[float]] = {"default": [], "tuned": []}
     kernel_s: dict[str, dict[str, list[float]]] = {"default": {}, "tuned": {}}
     models = {"default": default_model, "tuned": tuned_model}

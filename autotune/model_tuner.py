@@ -18,10 +18,11 @@ Two ways to spend the tuning:
   model's latency the most (:mod:`polytf.autotune.task_scheduler`, after Ansor), after a
   first round that measures every kernel's default recipe; kernels that differ only in
   shape warm-start from each other's best recipes (:mod:`polytf.autotune.warm_start`).
-  No slice starts that is not expected to end within the budget, and a candidate still
-  running at its end is stopped, so the tuning ends with the budget (give or take
-  :data:`~polytf.autotune.tuner.MINIMUM_CANDIDATE_S`); the final timing of the whole model
-  comes after it. A kernel's record is written after each of its slices, marked
+  The budget is the wall time of the whole call, counted from its start (reading and
+  lowering the model included): the kernels are tuned until :data:`FINAL_CHECK_SHARE` of it
+  is left, and the final timing of the whole model fits its rounds into that rest. No slice
+  starts that is not expected to end in time, and a candidate still running at the end is
+  stopped (give or take :data:`~polytf.autotune.tuner.MINIMUM_CANDIDATE_S`). A kernel's record is written after each of its slices, marked
   complete, so the next run reuses it whatever its budget; kernels whose baseline the
   budget did not reach get no record (and are tuned by the next run). ``retune`` ignores
   the records and starts every kernel's study afresh, within the budget.
@@ -42,13 +43,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from polytf.autotune.in_model_check import InModelDecision, alternating_timings, check_in_model
+from polytf.autotune.in_model_check import ROUND_S, InModelDecision, alternating_timings, check_in_model
 from polytf.autotune.isolation import tuning_faults
 from polytf.autotune.shared_study import UnlimitedWait
 from polytf.autotune.task_scheduler import Task, TaskScheduler
@@ -61,9 +63,10 @@ from polytf.compiler.model_source import ModelSource
 from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.compiler.recorded_recipes import cache_key, open_storage, reading_records, stored_recipes
 from polytf.config import CodegenConfig, TuningConfig
-from polytf.errors import PolytfError, TuningError
+from polytf.errors import ArgumentError, PolytfError, TuningError
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.poly.flops import domain_points
+from polytf.runtime.machine_load import check_machine_load
 from polytf.runtime.model import Model
 from polytf.runtime.sample_inputs import sample_inputs
 from polytf.schedules.structure import anchor_statement
@@ -131,6 +134,9 @@ class TuneReport:
             trials per kernel).
         host_nodes: nodes that run on the host (not tuned), each with the reason.
         target: the target tuned for (``"cpu"`` or ``"cuda"``).
+        busy_machine: why the machine was too busy for reliable timings when the tuning
+            started or before the final timing inside the model ("" when it was not; said once
+            as a :class:`~polytf.errors.BusyMachineWarning` at the time).
     """
 
     model: str
@@ -149,6 +155,7 @@ class TuneReport:
     rejected_as_a_whole: bool = False
     model_timing_calls: int = 0
     model_timing_s: float = 0.0
+    busy_machine: str = ""
 
     @property
     def new_trials(self) -> int:
@@ -225,8 +232,9 @@ def tune_model(
     ``postgresql://`` database is shared with tuners on other machines).
 
     Raises:
-        TuningError: the budget is not a positive number of seconds; a kernel's default
-            recipe fails.
+        ArgumentError: ``trials`` below 1, or a budget that is not a positive number of
+            seconds (also ValueErrors; before anything is read or written).
+        TuningError: a kernel's default recipe fails.
         DependencyMissingError: target ``"cuda"`` without CuPy or a GPU (before anything is
             read); a storage URL whose driver is not installed.
         CacheError: a storage URL that is invalid or whose server cannot be reached, or a
@@ -235,7 +243,10 @@ def tune_model(
     started = time.perf_counter()
     budget_clock = time.monotonic()
     if time_budget_s is not None and not (isinstance(time_budget_s, (int, float)) and math.isfinite(time_budget_s) and time_budget_s > 0):
-        raise TuningError(f"the time budget must be a positive number of seconds, not {time_budget_s!r}")
+        raise ArgumentError(f"the time budget must be a positive number of seconds, not {time_budget_s!r}")
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1):
+        # checked before anything is read or written: no record claims a kernel tuned by 0 trials
+        raise ArgumentError(f"trials must be a positive number of candidate schedules per kernel, not {trials!r}")
     config = config or TuningConfig()
     trials = config.trials if trials is None else int(trials)
     progress = progress or TuningProgress()
@@ -246,8 +257,11 @@ def tune_model(
     cache = KernelCache(options.cache_dir)
     # records, studies, study locks: the cache directory or a database (opened first: a wrong URL fails at once)
     records = open_storage(options, cache)
-    with contextlib.closing(records), records.translating_errors():
+    with contextlib.ExitStack() as running, contextlib.closing(records), records.translating_errors():
         prepared = prepare_model(source, fallback=options.fallback)
+        # from here the run holds the cache's "a tuner is running" lock: `cache clear` keeps its
+        # studies meanwhile (a model that cannot be read leaves no cache directory behind)
+        running.enter_context(cache.tuning())
         report = TuneReport(
             str(source.path), threads=threads, cache_dir=records.location, time_budget_s=time_budget_s, host_nodes=prepared.host_nodes, target=options.target
         )
@@ -281,6 +295,8 @@ def tune_model(
                 continue
             pending[digest] = kernel
 
+        if pending and options.target == "cpu":  # candidates are about to be timed on this CPU's cores
+            _check_machine_load(report, threads)
         if time_budget_s is None:
             for digest, kernel in pending.items():
                 progress.kernel_started(kernel, trials)
@@ -294,7 +310,9 @@ def tune_model(
                     report.interrupted = True
                     break
         elif pending:
-            report.interrupted = _tune_within_budget(run, pending, counts, keys, budget_clock + float(time_budget_s), rows, recipes)
+            # the budget is the wall time the caller waits: the final timing inside the model gets its share of it
+            reserve_s = FINAL_CHECK_SHARE * float(time_budget_s) if measure_model else 0.0
+            report.interrupted = _tune_within_budget(run, pending, counts, keys, budget_clock + float(time_budget_s) - reserve_s, rows, recipes)
 
         for kernel in prepared.kernels:
             digest = keys[kernel.scop.name].digest()
@@ -305,13 +323,24 @@ def tune_model(
                 report.kernels.append(row)
 
     if measure_model and not report.interrupted:
+        if options.target == "cpu" and not report.busy_machine:
+            _check_machine_load(report, threads)
         check_started = time.perf_counter()
         tuned_here = {digest for digest, row in rows.items() if row.status == "tuned"}
-        decision = _final_choice_in_model(backend, prepared, options, codegen, keys, tuned_here, run, progress)
+        deadline = budget_clock + float(time_budget_s) if time_budget_s is not None else None
+        decision = _final_choice_in_model(backend, prepared, options, codegen, keys, tuned_here, run, progress, deadline)
         _report_final_choice(report, decision, keys)
         report.model_timing_s = time.perf_counter() - check_started
     report.elapsed_s = time.perf_counter() - started
     return report
+
+
+def _check_machine_load(report: TuneReport, threads: int) -> None:
+    """Measure other processes' load on the cores; when it is too high for timing kernels on
+    ``threads`` threads, say so once (a BusyMachineWarning) and note it in ``report``."""
+    load = check_machine_load(threads, "tuning")
+    if load is not None and load.is_busy(threads):
+        report.busy_machine = load.message(threads, "tuning")
 
 
 def _ops(kernel: LoweredKernel) -> tuple[str, ...]:
@@ -319,7 +348,15 @@ def _ops(kernel: LoweredKernel) -> tuple[str, ...]:
 
 
 def _final_choice_in_model(
-    backend: Backend, prepared: PreparedModel, options: BuildOptions, codegen: CodegenConfig, keys: Mapping[str, object], tuned_here: set[str], run: _ModelRun, progress: TuningProgress
+    backend: Backend,
+    prepared: PreparedModel,
+    options: BuildOptions,
+    codegen: CodegenConfig,
+    keys: Mapping[str, object],
+    tuned_here: set[str],
+    run: _ModelRun,
+    progress: TuningProgress,
+    deadline: float | None = None,
 ) -> InModelDecision:
     """Time the final choice inside the model and reject the recipes tuned by this run (the
     records of ``tuned_here``, by key digest) that lose there (:func:`check_in_model`); a
@@ -355,7 +392,7 @@ def _final_choice_in_model(
 
     def timer(default: Model, tuned: Model):
         with run.measurement_lock:
-            return alternating_timings(default, tuned, inputs)
+            return alternating_timings(default, tuned, inputs, round_s=_round_s(deadline))
 
     decision = check_in_model(groups, build, timer, default_model)
     if decision.rejected:
@@ -454,6 +491,25 @@ class _ModelRun:
             kernel.scop.name, _ops(kernel), result.default_latency_s, result.best_latency_s, result.trials, len(result.failures), status,
             result.best_recipe.describe(), tuple(result.failures), result.trials_here, tuning_s,
         )
+
+
+#: Under a time budget, the share of it kept for the final timing inside the model (the tuning
+#: of the kernels ends that much earlier), so that the whole call takes about the budget.
+FINAL_CHECK_SHARE = 0.15
+#: The shortest round of the final timing under a budget, seconds (fewer blocks and calls
+#: below it would not tell a 3% gain from noise: the check then keeps no tuned recipe).
+MINIMUM_ROUND_S = 1.0
+#: Rounds of the final timing (every tuned recipe, those that won kernel by kernel, and
+#: the model kept, each against the default model).
+FINAL_CHECK_ROUNDS = 3
+
+
+def _round_s(deadline: float | None) -> float:
+    """The length of one round of the final timing: :data:`ROUND_S`, or under a budget an equal
+    share of what is left of it for each round still to come (at least :data:`MINIMUM_ROUND_S`)."""
+    if deadline is None:
+        return ROUND_S
+    return max(MINIMUM_ROUND_S, min(ROUND_S, (deadline - time.monotonic()) / FINAL_CHECK_ROUNDS))
 
 
 #: Tasks that keep a worker process between their slices (the most recently tuned).

@@ -41,7 +41,7 @@ def load(
     cache_dir: str | os.PathLike | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,
-    threads: int | None = None,
+    threads: int | str | None = None,
     fallback: bool = True,
     signature: str | None = None,
     target: str = "cpu",
@@ -59,7 +59,8 @@ def load(
         cache_dir: tuning-record cache; default ``$POLYTF_CACHE_DIR`` or the user cache dir.
         input_shapes: placeholder name -> shape, to fix unknown dimensions.
         outputs: output node names (``name`` or ``name:port``); default the graph's sinks.
-        threads: threads per kernel; default ``$POLYTF_THREADS`` or all available CPUs.
+        threads: threads per kernel (at least 1); default (None or ``"auto"``) ``$POLYTF_THREADS``
+            or all available CPUs.
         fallback: nodes whose op has a numpy reference but no lowering (or a lowering that
             fails for their attributes) run on the host between the compiled kernels
             (``model.host_nodes`` lists them and why); False refuses such a model with
@@ -114,7 +115,7 @@ def tune(
     retune: bool = False,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,
-    threads: int | None = None,
+    threads: int | str | None = None,
     seed: int = 0,
     progress=None,
     time_budget_s: float | None = None,
@@ -135,8 +136,9 @@ def tune(
     then ignored): every kernel's default recipe is measured first, then the trials go a
     few at a time to the kernels whose improvement lowers the model's latency the most
     (Ansor's task scheduler, Zheng et al., OSDI 2020, §6), and kernels that differ only in
-    shape start from each other's best recipes. The budget covers everything but the final
-    timing of the whole model. Records are written after each slice of trials and reused
+    shape start from each other's best recipes. The budget is the wall time of the call,
+    reading the model and the final timing of the whole model included (the kernels are
+    tuned until 15% of it is left). Records are written after each slice of trials and reused
     by the next call; ``retune`` starts every kernel afresh within the budget.
 
     Args:
@@ -166,7 +168,9 @@ def tune(
         latency, trials and seconds spent, and the whole model's latency before and after).
 
     Raises:
-        TuningError: a kernel's default recipe fails, or ``time_budget_s`` is not positive.
+        ArgumentError: ``trials`` below 1, ``threads`` below 1, or a ``time_budget_s`` that is
+            not positive (a ValueError too; raised before anything is read or written).
+        TuningError: a kernel's default recipe fails.
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled.
         DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU;
             a ``storage`` URL whose driver is not installed.
@@ -188,7 +192,7 @@ def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's
     target_triple: str | None = None,
     cpu: str | None = None,
     features: str | None = None,
-    threads: int | None = None,
+    threads: int | str | None = None,
     cache_dir: str | os.PathLike | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     outputs: Sequence[str] | None = None,

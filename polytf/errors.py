@@ -49,6 +49,13 @@ class UnsupportedOpError(GraphError):
         )
 
 
+class ArgumentError(PolytfError, ValueError):
+    """An argument of a polytf function or command is out of its range (``trials=0``,
+    ``threads=-3``) or names a path that cannot be used (an output folder that is a file);
+    the message names the argument and what it takes. Raised before any work is done; also
+    a ``ValueError``."""
+
+
 class IndexOutOfRangeError(PolytfError):
     """A run-time index (a token id of an embedding lookup) lies outside its table; raised
     before the kernel that would read it runs, naming the node, the index and the range."""
@@ -94,3 +101,9 @@ class PolytfWarning(UserWarning):
 
 class CacheWarning(PolytfWarning):
     """A tuning record was ignored (corrupt, foreign or illegal); the kernel falls back to its default recipe."""
+
+
+class BusyMachineWarning(PolytfWarning):
+    """Other processes kept cores busy while polytf was about to time kernels: its timings (and
+    the recipes a tuner picks from them) are unreliable until they stop
+    (:mod:`polytf.runtime.machine_load`)."""

@@ -38,6 +38,7 @@ from polytf.ops.blas_threads import single_threaded_blas
 from polytf.poly.flops import contraction_flops
 from polytf.runtime.cpu.profile import DEPTHWISE, percent_of_peak, profile_model
 from polytf.runtime.cpu.profile import gflops as gflops_of
+from polytf.runtime.machine_load import check_machine_load
 from polytf.runtime.model import Model
 from polytf.runtime.sample_inputs import sample_inputs
 
@@ -107,6 +108,7 @@ class CpuBenchRun(BenchRun):
         super().__init__(options, backend, workdir)
         self.workers: dict[int, BaselineWorker] = {}
         self.models_of: dict[str, _Prepared] = {}
+        self.busy_noted = False  # a busy machine is said once per run
 
     @classmethod
     def check(cls, options: BenchOptions, console: Any) -> None:
@@ -225,6 +227,7 @@ class CpuBenchRun(BenchRun):
                 "tuned": max_abs_error(model(**arrays), tensorflow_outputs),
                 "untuned": max_abs_error(untuned(**arrays), tensorflow_outputs),
             }
+        self.check_machine_load(threads, result)
         display.step(f"{label}: timing", options.rounds)
         rounds = self.time_rounds(model, untuned, arrays, worker, loaded["systems"], display)
         systems: dict[str, dict[str, Any]] = {s: {"median_s": statistics.median(r), "round_medians_s": r} for s, r in rounds.items()}
@@ -270,6 +273,16 @@ class CpuBenchRun(BenchRun):
             "profile": profile,
             "convolutions": convolution_summary(profile),
         }
+
+    def check_machine_load(self, threads: int, result: dict[str, Any]) -> None:
+        """Before a row's timing: when other processes keep the cores too busy for ``threads``
+        threads, say so once (a BusyMachineWarning) and in the report's notes."""
+        if self.busy_noted:
+            return
+        load = check_machine_load(threads, "timing the systems")
+        if load is not None and load.is_busy(threads):
+            self.busy_noted = True
+            result["notes"].append(f"Timings unreliable: {load.message(threads, 'timing the systems')}.")
 
     def time_rounds(self, model: Model, untuned: Model, arrays: dict, worker: BaselineWorker, baselines: list[str], display: BenchDisplay) -> dict[str, list[float]]:
         """Per system, the median of each round, seconds: a polytf round (``model(**arrays)``), an

@@ -16,7 +16,7 @@ from typing import Any
 from polytf.bench.engines import ENGINES, NOT_INSTALLED, PACKAGES, ratio_to_best_engine
 from polytf.bench.machine import describe_blas, machine_summary
 from polytf.bench.report_format import BASELINE_LABELS, ReportFormat, first_line, markdown_table, milliseconds, plural
-from polytf.runtime.cpu.profile import DEPTHWISE
+from polytf.runtime.cpu.profile import DEPTHWISE, POSSIBLE_PERCENT_OF_PEAK
 
 __all__ = [
     "CPU_REPORT",
@@ -55,8 +55,12 @@ def format_gflops(value: float | None) -> str:
 
 
 def _percent(value: float | None) -> str:
+    """A % of peak, or "> 100%?" for one that cannot be (a timing error: see
+    :data:`~polytf.runtime.cpu.profile.POSSIBLE_PERCENT_OF_PEAK`)."""
     if value is None or not math.isfinite(value):
         return "-"
+    if value > POSSIBLE_PERCENT_OF_PEAK:
+        return "> 100%?"
     return f"{value:.1f}%" if value >= 0.1 else f"{value:.2g}%"
 
 
@@ -260,15 +264,19 @@ def row_section(row: dict[str, Any]) -> list[str]:
     gflops = row.get("gflops", {})
     lines = [f"## {row['entry']}, {row['threads']} thread{'s' if row['threads'] > 1 else ''}", ""]
     if profile:
+        # one figure per quantity: the whole call's time is the table's (its timing rounds); the
+        # profile's own calls give the shares only, never a second time for the same call
+        ratio = profile.get("call_to_kernels_ratio")
+        share = f"{100 / ratio:.0f}% of a call" if ratio else "-"
         lines.append(
-            f"- Whole call `model(**inputs)` {profile['call_s'] * 1e3:.3f} ms; its {plural(len(kernels), 'kernel')}, timed inside the calls, "
-            f"{profile['kernels_s'] * 1e3:.3f} ms: call / sum of kernels {_ratio(profile.get('call_to_kernels_ratio'), '.3f')} "
-            "(median over the calls of each call's ratio)."
+            f"- Whole call `model(**inputs)` {_ms(row.get('systems', {}).get('polytf'))} ms (the table's polytf ms). Its {plural(len(kernels), 'kernel')}, "
+            f"each timed inside the profile's own calls, take {share}: call / sum of kernels {_ratio(ratio, '.3f')} "
+            "(median over those calls of each call's ratio)."
         )
-        if profile.get("alone_kernels_s"):
+        if profile.get("alone_ratio"):
             lines.append(
-                f"- The same kernels alone, each repeated with hot caches: {profile['alone_kernels_s'] * 1e3:.3f} ms "
-                f"(in the model / alone {_ratio(profile.get('alone_ratio'))}: the cost of caches shared with the other layers)."
+                f"- The same kernels alone, each repeated with hot caches, are {_ratio(profile.get('alone_ratio'))}x faster than inside the calls "
+                "(the cost of caches shared with the other layers)."
             )
     lines.append(
         f"- polytf tuned {format_gflops(gflops.get('polytf'))} GFLOP/s ({_percent(percent.get('polytf'))} of peak), "

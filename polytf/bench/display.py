@@ -33,10 +33,19 @@ class BenchDisplay:
         self.progress.update(self.rows, description=description)
 
     def row_done(self) -> None:
+        self._finish_phase()
         self.progress.advance(self.rows)
 
     def step(self, description: str, total: int | None = None) -> None:
-        self.progress.update(self.phase, description=f"  {description}", total=total, completed=0)
+        """Show a new phase: ``total`` units of it (a step without units counts as one, done
+        when the next step begins or the row ends: every bar reaches its end)."""
+        self._finish_phase()
+        self.progress.update(self.phase, description=f"  {description}", total=total or 1, completed=0)
+
+    def _finish_phase(self) -> None:
+        phase = next(task for task in self.progress.tasks if task.id == self.phase)
+        if phase.total:
+            self.progress.update(self.phase, completed=phase.total)
 
     def advance(self) -> None:
         self.progress.advance(self.phase)

@@ -30,6 +30,7 @@ from polytf.bench.report import conclude_run, write_report
 from polytf.bench.suite import Workload
 from polytf.compiler.backends import Backend, select_backend
 from polytf.errors import DependencyMissingError, PolytfError
+from polytf.output_paths import writable_folder
 
 __all__ = ["BENCH_RUNS", "run_bench"]
 
@@ -54,8 +55,8 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
         DependencyMissingError: a package the run needs is missing (matplotlib, threadpoolctl:
             ``polytf[bench]``), ``--target cuda`` without CuPy or a GPU, or a zoo entry needs
             TensorFlow.
-        PolytfError: an unknown entry or suite, bad settings, ``CUPY_TF32`` set (before
-            anything runs), or a polytf result that differs from its reference
+        PolytfError: an unknown entry or suite, bad settings, a report folder that cannot be
+            written (ArgumentError), ``CUPY_TF32`` set (before anything runs), or a polytf result that differs from its reference
             (WrongResultError, after writing finished rows).
     """
     console = console or Console(stderr=True)
@@ -65,7 +66,8 @@ def run_bench(options: BenchOptions, console: Console | None = None, stdout: Con
     kind.check(options, console)
     plan = kind.plan(options)
     rows = kind.rows(plan)
-    out = options.out or kind.default_out
+    out = Path(options.out or kind.default_out)
+    writable_folder(out.parent, "--out")  # the report's folder, before hours of tuning and timing
     code = 0
     with tempfile.TemporaryDirectory(prefix=kind.folder_prefix) as folder:
         run = kind(options, backend, Path(folder))

@@ -18,6 +18,7 @@ import argparse
 from rich.table import Table
 
 from polytf.cli.console import format_seconds, stdout
+from polytf.errors import CacheError
 from polytf.storage.cache import KernelCache
 from polytf.storage.object_cache import ObjectCache
 
@@ -25,9 +26,15 @@ __all__ = ["execute", "list_compiled_kernels", "verify_cache", "verify_compiled_
 
 
 def execute(arguments: argparse.Namespace) -> int:
-    """Run ``polytf cache [list|path|clear|verify]``; returns the exit status."""
+    """Run ``polytf cache [list|path|clear|verify]``; returns the exit status.
+
+    Raises:
+        CacheError: the cache directory is a file, or cannot be read or written.
+    """
     cache = KernelCache(arguments.cache_dir)
     objects = ObjectCache(arguments.cache_dir)
+    if cache.directory.exists() and not cache.directory.is_dir():
+        raise CacheError(f"cache directory {cache.directory} is a file, not a folder; give another with --cache-dir or POLYTF_CACHE_DIR")
     if arguments.action == "path":
         stdout.print(str(cache.directory))
     elif arguments.action == "clear":
@@ -35,7 +42,10 @@ def execute(arguments: argparse.Namespace) -> int:
         removed_objects = objects.clear()
         stdout.print(f"removed {report.records} records, {removed_objects} compiled kernels and default recipes, and {report.studies_removed} studies from {cache.directory}")
         if report.studies_kept:
-            stdout.print(f"kept {report.studies_kept} studies a running tuner is using; run `polytf cache clear` again when it has finished")
+            stdout.print(
+                f"kept {report.studies_kept} studies a polytf tune running on this cache may be using; "
+                "run `polytf cache clear` again when it has finished"
+            )
     elif arguments.action == "verify":
         status = verify_cache(cache, arguments.models, arguments.time_limit)
         return max(status, verify_compiled_kernels(objects))

@@ -25,6 +25,7 @@ __all__ = [
     "build_options",
     "input_shapes",
     "model_source",
+    "thread_count",
 ]
 
 
@@ -34,7 +35,7 @@ def add_model_arguments(command: argparse.ArgumentParser, inputs: bool = True) -
     command.add_argument("model", help="frozen GraphDef (binary .pb or text .pbtxt) or SavedModel directory")
     command.add_argument("--signature", metavar="NAME", help="SavedModel signature to compile (default serving_default)")
     command.add_argument("--cache-dir", help="tuning-record cache (default: $POLYTF_CACHE_DIR or the user cache directory)")
-    command.add_argument("--threads", type=int, help="threads per kernel (default: $POLYTF_THREADS or all CPUs)")
+    command.add_argument("--threads", type=thread_count, help="threads per kernel, at least 1, or auto (default: $POLYTF_THREADS or all CPUs)")
     if inputs:
         command.add_argument("--input", action="append", metavar="NAME:SHAPE", help="fix a placeholder's shape, e.g. --input x:1,784 (repeatable)")
     command.add_argument(
@@ -44,6 +45,20 @@ def add_model_arguments(command: argparse.ArgumentParser, inputs: bool = True) -
         help="refuse the model when a node cannot be compiled, instead of running that node's numpy reference on the host "
         "between the compiled kernels (the default; tune and show list such nodes and why)",
     )
+
+
+def thread_count(text: str) -> int | None:
+    """``--threads``: a whole number of at least 1, or ``auto`` (None: ``$POLYTF_THREADS`` or
+    all CPUs); argparse's error otherwise."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a thread count: give a whole number of at least 1, or auto") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or auto: $POLYTF_THREADS or all CPUs), not {value}")
+    return value
 
 
 def add_output_argument(command: argparse.ArgumentParser, flag: str = "--output", description: str = "output node") -> None:

@@ -27,6 +27,43 @@ def _duration_argument(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _whole_number(minimum: int):
+    """An argparse type: a whole number of at least ``minimum``, or argparse's error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds, or argparse's error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
+
+
+def _megabytes(text: str) -> float:
+    """An argparse type: a size in MB, zero or more, or argparse's error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 MB or more, not {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command; ``command`` of the parsed arguments names the command's module."""
     parser = argparse.ArgumentParser(prog="polytf", description="Polyhedral compiler and autotuner for frozen TensorFlow graphs (GraphDef .pb / .pbtxt).")
@@ -36,12 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     tune = commands.add_parser("tune", help="tune every kernel of a model and cache the winners", description="Compile a model, tune each kernel with an Optuna study (every candidate verified against numpy), and cache the best recipes.")
     add_model_arguments(tune)
     add_storage_argument(tune, reading_only=False)
-    tune.add_argument("--trials", type=int, help=f"candidate schedules per kernel (default {TuningConfig.trials})")
+    tune.add_argument("--trials", type=_whole_number(1), help=f"candidate schedules per kernel, at least 1 (default {TuningConfig.trials})")
     tune.add_argument(
         "--time-budget",
         type=_duration_argument,
         metavar="DURATION",
-        help="tune for this much wall time instead of --trials per kernel, e.g. 600, 600s, 10m, 1h: trials go a few at a time to the "
+        help="tune for this much wall time (the whole command: reading the model, tuning, the final timing) instead of --trials per kernel, "
+        "e.g. 600, 600s, 10m, 1h: trials go a few at a time to the "
         "kernels whose improvement lowers the model's latency most (Ansor's task scheduler); kernels differing only in shape "
         "warm-start from each other. Records are written as it goes and reused by the next run; with --retune every kernel "
         "starts afresh within the budget",
@@ -56,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the random test inputs")
     tune.add_argument(
         "--candidate-timeout",
-        type=float,
+        type=_positive_seconds,
         metavar="S",
         help=f"wall-clock limit of one candidate (compile, verify, time) in its worker process; a candidate over it fails (default {TuningConfig.candidate_time_limit_s:g})",
     )
@@ -64,8 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a model on inputs from .npy files", description="Run a model (tuned kernels from the cache, default recipes elsewhere) and write its outputs to an .npz file.")
     add_model_arguments(run, inputs=False)
     add_storage_argument(run)
-    run.add_argument("--input", action="append", metavar="NAME=FILE.npy", required=True, help="an input array (repeatable); its shape fixes the placeholder's")
-    run.add_argument("--output", required=True, metavar="OUT.npz", help="where to write the outputs (keyed by output node name)")
+    run.add_argument(
+        "--input",
+        action="append",
+        metavar="NAME=FILE",
+        required=True,
+        help="an input array (repeatable): a .npy file, or a .npz archive (its array named NAME, else its only one); its shape fixes the placeholder's",
+    )
+    run.add_argument("--output", required=True, metavar="OUT.npz", help="the file to write the outputs to, as an .npz archive keyed by output node name (checked before the model is compiled)")
     add_output_argument(run, "--fetch", "output node to compute")
     add_target_argument(
         run,
@@ -94,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_output_argument(compile_)
     compile_.add_argument(
         "--embed-weights-limit-mb",
-        type=float,
+        type=_megabytes,
         default=256.0,
         metavar="MB",
         help="weights up to this size go into the object's read-only data, larger ones to DIR/NAME.weights, read by NAME_init (default 256)",
@@ -123,10 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(PyTorch, when installed) for a convolution, FP32 with TF32 off; outputs checked against TensorFlow on the CPU",
     )
     bench.add_argument("--threads", metavar="N[,N...]", help="thread counts for every entry, e.g. 1,2 (default: each entry's own, else 2)")
-    bench.add_argument("--trials", type=int, help="trials per kernel (default 20; with --target cuda, 0 measures the default recipes untuned)")
-    bench.add_argument("--rounds", type=int, default=5, help="timing rounds per system; the figure is the median of round medians (default 5)")
-    bench.add_argument("--repeats", type=int, default=30, help="timed calls per round (default 30)")
-    bench.add_argument("--warmup", type=int, default=3, help="untimed calls before each round (default 3)")
+    bench.add_argument("--trials", type=_whole_number(0), help="trials per kernel (default 20; with --target cuda, 0 measures the default recipes untuned)")
+    bench.add_argument("--rounds", type=_whole_number(1), default=5, help="timing rounds per system; the figure is the median of round medians (default 5)")
+    bench.add_argument("--repeats", type=_whole_number(1), default=30, help="timed calls per round (default 30)")
+    bench.add_argument("--warmup", type=_whole_number(0), default=3, help="untimed calls before each round (default 3)")
     bench.add_argument(
         "--out", help="report path without suffix: writes OUT.md, OUT.json, OUT.png (default results/bench, results/bench_cuda with --target cuda)"
     )
@@ -166,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="time each kernel of the model (cached recipes, seeded random inputs) and print its GFLOP/s and %% of the measured float32 peak",
     )
-    show.add_argument("--repeats", type=int, default=10, help="timed calls per kernel and of the whole call with --profile (default 10)")
+    show.add_argument("--repeats", type=_whole_number(1), default=10, help="timed calls per kernel and of the whole call with --profile (default 10)")
 
     cache = commands.add_parser(
         "cache",
@@ -190,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("models", nargs="*", metavar="MODEL", help="only the records tuned from these model files")
     verify.add_argument("--cache-dir", default=argparse.SUPPRESS, help=cache_directory_help)
     verify.add_argument(
-        "--time-limit", type=float, default=VERIFY_TIME_LIMIT_S, metavar="S", help=f"seconds per record's worker process (default {VERIFY_TIME_LIMIT_S:g})"
+        "--time-limit", type=_positive_seconds, default=VERIFY_TIME_LIMIT_S, metavar="S", help=f"seconds per record's worker process (default {VERIFY_TIME_LIMIT_S:g})"
     )
 
     ops = commands.add_parser(

@@ -34,6 +34,7 @@ from polytf.config import CodegenConfig
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.passes.pipeline import summary
 from polytf.runtime.cpu.profile import profile_model
+from polytf.runtime.machine_load import check_machine_load
 from polytf.runtime.sample_inputs import sample_inputs
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.compile_driver import EmittedKernel, emit_kernel
@@ -44,7 +45,18 @@ __all__ = ["execute", "print_pass_reports"]
 
 
 def execute(arguments: argparse.Namespace) -> int:
-    """Run ``polytf show``; returns the exit status."""
+    """Run ``polytf show``; returns the exit status.
+
+    Raises:
+        SystemExit: ``--llvm``, ``--assembly``, ``--recipe`` or ``--arch`` without ``--kernel``
+            (they show one kernel), or a ``--recipe`` file that does not exist.
+    """
+    if not arguments.kernel:
+        given = [flag for flag, value in (("--llvm", arguments.llvm), ("--assembly", arguments.assembly), ("--recipe", arguments.recipe), ("--arch", arguments.arch)) if value]
+        if given:
+            raise SystemExit(f"error: {' and '.join(given)} show{'s' if len(given) == 1 else ''} one kernel: add --kernel NAME (polytf show MODEL lists the kernels)")
+    if arguments.recipe and not Path(arguments.recipe).is_file():
+        raise SystemExit(f"error: --recipe {arguments.recipe}: no such file (a JSON recipe, as polytf cache list's records hold)")
     source, options = model_source(arguments), build_options(arguments)
     if arguments.profile:
         return show_profile(arguments, source, options)
@@ -137,10 +149,9 @@ def emitted_kernel(arguments: argparse.Namespace, kernel: LoweredKernel, options
 
 def show_profile(arguments: argparse.Namespace, source: ModelSource, options: BuildOptions) -> int:
     """``polytf show MODEL --profile`` (module docstring; on the CPU whatever ``--target`` says)."""
-    if arguments.repeats < 1:
-        raise SystemExit("error: --repeats must be at least 1")
     model = load_model(source, replace(options, target="cpu"))
     inputs = sample_inputs(model.input_types, seed=0)
+    check_machine_load(model.threads, "profiling")
     peak = measure_fp32_peak(model.threads)
     profile = profile_model(model, inputs, repeats=arguments.repeats, peak_gflops=peak.gflops)
     tuned = len(getattr(model, "tuned_kernels", ()))
@@ -152,6 +163,8 @@ def show_profile(arguments: argparse.Namespace, source: ModelSource, options: Bu
     stdout.print(f"memory bandwidth: {measure_memory_bandwidth(model.threads).describe()}", highlight=False)
     stdout.print(profile.table())
     stdout.print(profile.totals(), highlight=False)
+    for line in profile.impossible():
+        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

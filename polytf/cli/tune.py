@@ -29,9 +29,7 @@ __all__ = ["execute", "in_model_cell", "print_tune_report", "summarize_failures"
 def execute(arguments: argparse.Namespace) -> int:
     """Run ``polytf tune``; returns the exit status."""
     config = TuningConfig()
-    if arguments.candidate_timeout is not None:
-        if arguments.candidate_timeout <= 0:
-            raise SystemExit("error: --candidate-timeout must be a positive number of seconds")
+    if arguments.candidate_timeout is not None:  # a positive number of seconds (the parser checks)
         config = replace(config, candidate_time_limit_s=arguments.candidate_timeout)
     if arguments.time_budget is not None and arguments.trials is not None:
         raise SystemExit("error: give --trials or --time-budget, not both")
@@ -96,6 +94,12 @@ def print_tune_report(report: TuneReport) -> None:
             count = f"{len(row.failures)} failed trial{'s' if len(row.failures) > 1 else ''}"
             stdout.print(f"{row.kernel}: {count}: {summarize_failures(row.failures)}", markup=False, highlight=False, soft_wrap=True)
     print_host_nodes(report.host_nodes)
+    if report.busy_machine:
+        stdout.print(
+            "the machine was busy while tuning (see the warning above): these timings and recipes are unreliable; "
+            "run `polytf tune --retune` again on a quiet machine",
+            markup=False, highlight=False, soft_wrap=True,
+        )
     throughput = f" ({report.trials_per_minute:.0f} per minute of tuning)" if report.trials_per_minute == report.trials_per_minute else ""
     stdout.print(f"new trials: {report.new_trials}{throughput}; elapsed {report.elapsed_s:.1f} s; records in {report.cache_dir}")
 

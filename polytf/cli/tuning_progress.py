@@ -1,7 +1,9 @@
 """``polytf tune``'s progress display: a rich progress bar per kernel.
 
 Each kernel's bar counts its trials and shows its best latency so far and how many of its
-trials failed. Under a time budget (``--time-budget``) a kernel is tuned in slices: its bar
+trials failed. When stderr is not a terminal (a pipe, a log file) there are no bars, whose
+last frame would only be printed at the end, after every later message: a line per kernel
+(per slice under a budget) says the same, in order, as it happens. Under a time budget (``--time-budget``) a kernel is tuned in slices: its bar
 grows by each slice's trials, and a first row shows the budget left. The events come from
 :func:`polytf.autotune.model_tuner.tune_model` (:class:`~polytf.autotune.model_tuner.TuningProgress`).
 """
@@ -32,7 +34,9 @@ class RichTuningProgress(TuningProgress):
             TimeElapsedColumn(),
             console=console,
             transient=False,
+            disable=not console.is_terminal,
         )
+        self.lines = not console.is_terminal  # a line per kernel instead of the bars
         self.task = None
         self.failed = 0
 
@@ -86,6 +90,8 @@ class RichTuningProgress(TuningProgress):
 
     def slice_finished(self, report, remaining_s: float) -> None:
         self.kernel_failed[report.kernel] = self.failed
+        if self.lines:
+            self._line(report, f"time budget: {format_duration(remaining_s)} left")
         self.progress.update(self.task, completed=self._task(self.task).total, best=format_seconds(report.tuned_latency_s))
         self.task = None
         self._show_budget(remaining_s)
@@ -96,9 +102,20 @@ class RichTuningProgress(TuningProgress):
     def kernel_finished(self, report) -> None:
         if report.status == "cached":
             console.print(f"  {report.kernel}: cached record reused ({format_seconds(report.tuned_latency_s)})")
+        elif self.lines:
+            self._line(report)
         elif self.task is not None:
             self.progress.update(self.task, completed=self.progress.tasks[-1].total, best=format_seconds(report.tuned_latency_s))
         self.task = None
+
+    def _line(self, report, after: str = "") -> None:
+        """The line of a kernel (or a slice of it) tuned, when there are no bars."""
+        failed = f", {report.failed_trials} failed" if report.failed_trials else ""
+        console.print(
+            f"  {report.kernel}: {report.trials} trial{'s' if report.trials != 1 else ''}{failed}, best {format_seconds(report.tuned_latency_s)}"
+            + (f"; {after}" if after else ""),
+            markup=False, highlight=False, soft_wrap=True,
+        )
 
     def message(self, text: str) -> None:
         console.print(text)

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, fields
 
 from polytf.config import NO_CODE_CACHE_ENVIRONMENT_VARIABLE, default_thread_count
-from polytf.errors import PolytfError
+from polytf.errors import ArgumentError, PolytfError
 
 __all__ = ["TARGET_NAMES", "BuildOptions"]
 
@@ -42,9 +42,9 @@ class BuildOptions:
             fails for their attributes) run on the host between the compiled kernels
             (:mod:`polytf.lowering.host_fallback`); False refuses such a model with
             :class:`~polytf.errors.UnsupportedOpError` instead.
-        threads: threads per kernel, and the thread count of the tuning records used; None:
-            ``$POLYTF_THREADS`` or all available CPUs (:meth:`thread_count`). Ignored on a
-            GPU.
+        threads: threads per kernel, and the thread count of the tuning records used; None
+            (or ``"auto"``): ``$POLYTF_THREADS`` or all available CPUs (:meth:`thread_count`).
+            Ignored on a GPU.
         target: one of :data:`TARGET_NAMES`: ``"cpu"`` (native code for this machine's CPU)
             or ``"cuda"`` (PTX for the current NVIDIA GPU, run through CuPy). Tuning records
             are per target.
@@ -60,8 +60,9 @@ class BuildOptions:
             compiles everything afresh and keeps nothing, for debugging. On the CPU only.
 
     Raises:
-        PolytfError: a setting of the wrong kind, a thread count below 1 or an unknown target
-            (the message names the value).
+        ArgumentError: a thread count below 1 (also a ValueError).
+        PolytfError: a setting of the wrong kind or an unknown target (the message names the
+            value).
     """
 
     fallback: bool = True
@@ -74,9 +75,13 @@ class BuildOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.fallback, bool):
             raise PolytfError(f"fallback must be True or False, not {self.fallback!r}")
+        if isinstance(self.threads, str) and self.threads.strip().lower() == "auto":
+            object.__setattr__(self, "threads", None)  # "auto", as the command line spells the default
         if self.threads is not None:
             if isinstance(self.threads, bool) or not isinstance(self.threads, numbers.Integral) or self.threads < 1:
-                raise PolytfError(f"threads must be a positive number of threads (or None: $POLYTF_THREADS or all CPUs), not {self.threads!r}")
+                raise ArgumentError(
+                    f"threads must be a positive number of threads (or None or 'auto': $POLYTF_THREADS or all CPUs), not {self.threads!r}"
+                )
             object.__setattr__(self, "threads", int(self.threads))
         if self.target not in TARGET_NAMES:  # select_target's message
             raise PolytfError(f"unknown target {self.target!r}; choose one of {', '.join(TARGET_NAMES)}")

@@ -48,13 +48,14 @@ from polytf.compiler.model_source import ModelSource
 from polytf.compiler.preparation import prepare_model
 from polytf.compiler.recorded_recipes import stored_recipes
 from polytf.config import CodegenConfig
-from polytf.errors import CompileError
+from polytf.errors import ArgumentError, CompileError
 from polytf.export.c_header import header_text
 from polytf.export.entry_functions import entry_module, weights_symbol
 from polytf.export.kernel_code import linkable_kernel
 from polytf.export.model_layout import TensorPort, layout_model
 from polytf.export.object_file import c_compiler, link_object, link_shared_library
 from polytf.export.weights import DEFAULT_EMBED_LIMIT_BYTES, weights_file_header, weights_module
+from polytf.output_paths import writable_folder
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
 from polytf.version import __version__
@@ -154,6 +155,7 @@ def compile_model(
     Raises:
         CompileError: an invalid name or triple, a target other than ``"cpu"``, a node that
             only runs on the host, or a failed link.
+        ArgumentError: ``output_dir`` is a file, or cannot be written or created (checked first).
         GraphError, UnsupportedOpError, ShapeError: as :func:`polytf.load`.
         CacheError, DependencyMissingError: a storage URL that cannot be used.
     """
@@ -163,6 +165,7 @@ def compile_model(
         raise CompileError(f"--name {name!r} is not a C identifier (letters, digits and _, not starting with a digit)")
     if options.target != "cpu":
         raise CompileError(f"an exported model runs on the CPU (target_triple chooses which); target {options.target!r} cannot be exported")
+    directory = writable_folder(output_dir, "output folder")  # before minutes of compiling
     codegen = CodegenConfig()
     target = CpuTarget(codegen, cpu_name=cpu, features=features, triple=target_triple)
     threads = options.thread_count()
@@ -173,8 +176,10 @@ def compile_model(
     layout = layout_model(prepared.graph, steps, model_file)
     external = len(layout.weights) > embed_limit_bytes
 
-    directory = Path(output_dir)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ArgumentError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
     data_layout = str(target.target_machine.target_data)
     entry = target.optimise(entry_module(layout, name, external, target.triple, data_layout), f"{name} entry points")
     modules = [(f"the entry points of {name}", str(entry))]

@@ -44,6 +44,7 @@ from polytf.config import CACHE_DIR_ENVIRONMENT_VARIABLE
 from polytf.errors import CacheError, CacheWarning
 from polytf.storage.cache_key import CacheKey, check_stored_key, stored_key_problem
 from polytf.storage.study_storage import delete_idle_studies, open_study_storage, sqlite_url
+from polytf.storage.tuner_presence import no_tuner_running, tuner_running
 from polytf.storage.tuning_record import MAX_RECORD_BYTES, TuningRecord, parse_record_text, record_to_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,12 +99,14 @@ class ClearReport:
     Attributes:
         records: record files removed.
         studies_removed: Optuna studies deleted from the study database.
-        studies_kept: studies kept because a tuner is using them.
+        studies_kept: studies kept because a tuner may be using them.
+        tuner_running: a live process was tuning on the cache (its studies were kept).
     """
 
     records: int
     studies_removed: int = 0
     studies_kept: int = 0
+    tuner_running: bool = False
 
 
 class KernelCache:
@@ -251,9 +254,11 @@ class KernelCache:
         Records are removed under the ``records`` lock (a tuner writing one at the same
         moment either finishes first, and its record is removed, or writes it after). The
         study database is not deleted as a file (a running tuner keeps its connections to
-        it); its studies are deleted one transaction each under the ``studies`` lock,
-        except those a tuner is using (a running trial, or one finished in the last ten
-        minutes): :func:`polytf.storage.study_storage.delete_idle_studies`.
+        it); its studies are deleted one transaction each under the ``studies`` lock: all of
+        them when no live process is tuning on this cache (asked of the operating system,
+        :mod:`polytf.storage.tuner_presence`; no tuner starts meanwhile), else all but those
+        a tuner may be using (a running trial, or one finished in the last ten minutes):
+        :func:`polytf.storage.study_storage.delete_idle_studies`.
 
         Raises:
             CacheError: a file cannot be removed or the study database cannot be written.
@@ -270,9 +275,25 @@ class KernelCache:
                     path.unlink(missing_ok=True)
             except OSError as error:
                 raise CacheError(f"cannot remove tuning records from {self.records_dir}: {error}") from None
-        with self.lock("studies"):
-            removed, kept = delete_idle_studies(self.study_database)
-        return ClearReport(count, removed, kept)
+        with self.lock("studies"), no_tuner_running(self.tuners_lock_file) as idle:
+            removed, kept = delete_idle_studies(self.study_database, every=bool(idle))
+        return ClearReport(count, removed, kept, tuner_running=idle is False)
+
+    @property
+    def tuners_lock_file(self) -> Path:
+        """The file every running tuner of this cache holds a shared lock on
+        (:mod:`polytf.storage.tuner_presence`)."""
+        return self.locks_dir / "tuners.lock"
+
+    def tuning(self) -> contextlib.AbstractContextManager:
+        """The block of a tuner's whole run on this cache: ``cache clear`` meanwhile keeps the
+        studies it may be using (:mod:`polytf.storage.tuner_presence`).
+
+        Raises:
+            CacheError: the cache directory cannot be created.
+        """
+        self._ensure()
+        return tuner_running(self.tuners_lock_file)
 
 
 def write_atomically(path: Path, data: bytes, what: str) -> Path:

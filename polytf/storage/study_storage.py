@@ -78,12 +78,13 @@ def open_study_storage(path: Path) -> optuna.storages.RDBStorage:
         raise CacheError(f"cannot open the study database {path}: {error}; delete it or run `polytf cache clear`") from None
 
 
-def delete_idle_studies(path: Path) -> tuple[int, int]:
+def delete_idle_studies(path: Path, every: bool = False) -> tuple[int, int]:
     """Delete the studies of the database at ``path`` that no tuner is using; the caller
     holds the cache's ``studies`` lock.
 
-    A study is in use when one of its trials is running, or finished less than
-    :data:`STUDY_IN_USE_S` ago (a tuner between two trials). Deleting a study is one
+    With ``every`` (no tuner is running: :mod:`polytf.storage.tuner_presence`) every study is
+    deleted. Otherwise a study is in use when one of its trials is running, or finished less
+    than :data:`STUDY_IN_USE_S` ago (a tuner between two trials). Deleting a study is one
     transaction, so tuners using other studies of the database are not disturbed. A file
     that is not a database is deleted.
 
@@ -110,7 +111,7 @@ def delete_idle_studies(path: Path) -> tuple[int, int]:
     try:
         for study in storage.get_all_studies():
             study_id = storage.get_study_id_from_name(study.study_name)
-            trials = storage.get_all_trials(study_id, deepcopy=False)
+            trials = () if every else storage.get_all_trials(study_id, deepcopy=False)
             if any(t.state == optuna.trial.TrialState.RUNNING or (t.datetime_complete and t.datetime_complete > recent) for t in trials):
                 kept += 1
                 continue

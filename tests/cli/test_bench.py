@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -86,8 +87,38 @@ def check_report(out, entries, systems, threads=(1,)):
     assert "**float32 peak (measured):**" in text and f"LLVM CPU `{machine['fp32_peak'][str(threads[0])]['cpu_name']}`" in text
     for row in result["rows"]:
         assert f"## {row['entry']}, {row['threads']} thread" in text and "call / sum of kernels" in text
+    check_figures_agree(result, text)
     assert ("the tuned model is the untuned one" in text) == any(row["tuned_is_untuned"] for row in result["rows"])
     return result, text
+
+
+def main_table(text):
+    """The report's first table: one dict per row, header -> cell."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| entry |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))))
+    return rows
+
+
+def check_figures_agree(result, text):
+    """Each figure of a row agrees between the table, the row's text and the JSON: a time in
+    the table is the JSON's to the printed digits, and the text quotes the table's cells."""
+    table = main_table(text)
+    assert len(table) == len(result["rows"])
+    for row, cells in zip(result["rows"], table):
+        for column, system in (("polytf ms", "polytf"), ("untuned ms", "polytf_untuned"), ("polytf kernels ms", "polytf_kernels"), ("numpy ms", "numpy")):
+            assert float(cells[column]) == pytest.approx(row["systems"][system]["median_s"] * 1e3, abs=6e-4), column
+        section = text[text.index(f"## {row['entry']}, {row['threads']} thread") :]
+        whole_call = re.search(r"Whole call `model\(\*\*inputs\)` ([\d.]+) ms", section)
+        assert whole_call and whole_call.group(1) == cells["polytf ms"]  # one figure for the call, not two
+        throughput = re.search(r"polytf tuned ([\d.]+) GFLOP/s \(([\d.e-]+%) of peak\)", section)
+        assert throughput and throughput.groups() == (cells["polytf GFLOP/s"], cells["% peak"])
+        assert cells["call / kernels"] == f"{row['profile']['call_to_kernels_ratio']:.3f}" and f"call / sum of kernels {cells['call / kernels']}" in section
 
 
 def test_bench_without_tensorflow(tmp_path):

@@ -43,7 +43,18 @@ def test_the_model_and_build_arguments_become_two_values():
 
 
 @pytest.mark.parametrize("command", [["show", "m.pb"], ["tune", "m.pb"], ["compile", "m.pb", "-o", "out"]])
-def test_an_invalid_setting_is_one_error(command, capsys, tmp_path):
-    assert main([*command, "--threads", "0", "--cache-dir", str(tmp_path)]) == 1
-    message = " ".join(capsys.readouterr().err.split())  # rich wraps the line at the terminal's width
-    assert message.startswith("error: threads must be a positive number of threads") and message.endswith("not 0")
+@pytest.mark.parametrize("threads", ["0", "-3", "two"])
+def test_an_invalid_thread_count_is_a_usage_error(command, threads, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--threads", threads, "--cache-dir", str(tmp_path)])
+    assert exited.value.code == 2  # argparse's status for a usage error, before anything runs
+    message = " ".join(capsys.readouterr().err.split())
+    assert "error: argument --threads:" in message and "Traceback" not in message
+    assert ("at least 1" in message and message.endswith(f"not {threads}")) or "is not a thread count" in message
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_auto_threads_is_the_default_thread_count():
+    arguments = build_parser().parse_args(["tune", "m.pb", "--threads", "auto"])
+    assert arguments.threads is None and build_options(arguments) == BuildOptions()
+    assert BuildOptions(threads="auto") == BuildOptions()

@@ -22,6 +22,7 @@ import numpy as np
 from polytf.graph import Graph
 from polytf.lowering.host_fallback import HostStep
 from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.ops.sources import placeholder_shape
 from polytf.plan.binding_plan import output_key, plan_model
 from polytf.plan.bindings import CONSTANT, HostPlan
 from polytf.plan.constant_layout import DeferredPacking, ModelConstants
@@ -98,6 +99,7 @@ class CompiledModel(Model):
         self.threads = int(threads)
         self.source = source or graph.source
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
+        self._declared_shapes = {n.name: placeholder_shape(n) for n in graph.placeholders}
         self.output_names = tuple(output_key(t) for t in graph.outputs)
         constants = ModelConstants(graph, self.source, defer_packing=True)
         plan = plan_model(graph, kernels, self.source, constants.packed)
@@ -181,7 +183,8 @@ class CompiledModel(Model):
             C-contiguous arrays of the placeholder's dtype are read in place, not copied).
 
         Raises:
-            GraphError: a placeholder is missing or an unknown name is given.
+            GraphError: a placeholder is missing or an unknown name is given (a placeholder
+                ``x`` may be named ``x`` or ``x:0``).
             ShapeError: an input has the wrong shape or cannot be converted.
         """
         return self._call(inputs)
@@ -218,7 +221,7 @@ class CompiledModel(Model):
             GraphError: missing or unknown names.
             ShapeError: a value that cannot be converted, or has the wrong shape.
         """
-        return converted_inputs(inputs, self.input_types, self.source)
+        return converted_inputs(inputs, self.input_types, self.source, self._declared_shapes)
 
     @property
     def step_kinds(self) -> tuple[str, ...]:

@@ -54,6 +54,20 @@ def percent_of_peak(gflops: float | None, peak_gflops: float | None) -> float | 
     return 100.0 * gflops / peak_gflops if gflops is not None and peak_gflops else None
 
 
+#: The largest percentage of the measured peak a kernel can reach, with room for the peak's
+#: own measurement error; a figure above it cannot be (the kernel's time was measured wrong:
+#: a clock that jumped, a busy machine) and is flagged instead of printed.
+POSSIBLE_PERCENT_OF_PEAK = 105.0
+
+
+def percent_cell(percent: float | None) -> str:
+    """A % of peak for a table: ``"57.3"``, ``"-"`` when unknown, ``"> 100?"`` when impossible
+    (:data:`POSSIBLE_PERCENT_OF_PEAK`; :meth:`ModelProfile.impossible` says why)."""
+    if percent is None:
+        return "-"
+    return "> 100?" if percent > POSSIBLE_PERCENT_OF_PEAK else f"{percent:.1f}"
+
+
 @dataclass(frozen=True)
 class KernelProfile:
     """One kernel of a profile.
@@ -166,10 +180,23 @@ class ModelProfile:
         parts.append(f"{_number(self.gflops, '.1f')} GFLOP/s")
         if self.peak_gflops:
             parts.append(
-                f"{_number(self.percent_of_peak, '.1f')}% of {self.peak_gflops:.0f} GFLOP/s peak "
+                f"{percent_cell(self.percent_of_peak)}% of {self.peak_gflops:.0f} GFLOP/s peak "
                 f"({self.threads} thread{'s' if self.threads != 1 else ''})"
             )
         return "total: " + ", ".join(parts)
+
+    def impossible(self) -> list[str]:
+        """One line per kernel (and for the whole call) timed faster than the measured peak
+        allows (:data:`POSSIBLE_PERCENT_OF_PEAK`): its figures are wrong, and why."""
+        lines = [
+            f"{kernel.name}: timed at {kernel.percent_of_peak:.0f}% of the measured peak, which cannot be: its timing is wrong "
+            "(a busy machine, or a clock that jumped); re-run on a quiet machine"
+            for kernel in self.kernels
+            if kernel.percent_of_peak is not None and kernel.percent_of_peak > POSSIBLE_PERCENT_OF_PEAK
+        ]
+        if self.percent_of_peak is not None and self.percent_of_peak > POSSIBLE_PERCENT_OF_PEAK:
+            lines.append(f"the whole call: timed at {self.percent_of_peak:.0f}% of the measured peak, which cannot be; re-run on a quiet machine")
+        return lines
 
     def rows(self) -> list[list[str]]:
         """Table cells, one list per kernel, in :meth:`headers` order."""
@@ -182,7 +209,7 @@ class ModelProfile:
                 _number(None if kernel.alone_median_s is None else kernel.alone_median_s * 1e3, ".3f"),
                 f"{kernel.flops / 1e6:.1f}" if kernel.flops else "-",
                 _number(kernel.gflops, ".1f"),
-                _number(kernel.percent_of_peak, ".1f"),
+                percent_cell(kernel.percent_of_peak),
                 kernel.recipe,
             ]
             for kernel in self.kernels
@@ -198,7 +225,8 @@ class ModelProfile:
 
         table = Table(title=f"per-kernel profile ({self.threads} thread{'s' if self.threads != 1 else ''})")
         for header in self.headers():
-            table.add_column(header, justify="left" if header in ("kernel", "ops", "output", "recipe") else "right")
+            # a kernel's name wraps, never cut short: `polytf show --kernel NAME` needs it whole
+            table.add_column(header, justify="left" if header in ("kernel", "ops", "output", "recipe") else "right", overflow="fold" if header == "kernel" else "ellipsis")
         for row in self.rows():
             table.add_row(*row)
         return table

@@ -32,13 +32,14 @@ from polytf.errors import ShapeError
 from polytf.graph import Graph
 from polytf.lowering.host_fallback import HostStep
 from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.ops.sources import placeholder_shape
 from polytf.plan.binding_plan import output_key, plan_model
 from polytf.plan.bindings import HostPlan
 from polytf.plan.buffers import aligned_copy
 from polytf.runtime.context_pool import ContextPool
 from polytf.runtime.cuda.backend import DeviceBackend
 from polytf.runtime.cuda.execution_context import CudaExecutionContext
-from polytf.runtime.input_checks import check_input_names, check_input_shape, checked_input
+from polytf.runtime.input_checks import check_input_shape, checked_input, named_inputs
 from polytf.runtime.model import Model
 from polytf.targets.cuda import CudaKernel
 
@@ -73,6 +74,7 @@ class CudaModel(Model):
         self.source = source or graph.source
         self.host_nodes = tuple(step.node for step in kernels if isinstance(step, HostStep))
         self.input_types = {n.name: graph.types[n.output(0)] for n in graph.placeholders}
+        self._declared_shapes = {n.name: placeholder_shape(n) for n in graph.placeholders}
         self.output_names = tuple(output_key(t) for t in graph.outputs)
         self.tuned_kernels: tuple[str, ...] = ()
         plan = plan_model(graph, kernels, self.source)
@@ -169,12 +171,13 @@ class CudaModel(Model):
         Raises:
             GraphError, ShapeError: as :meth:`run`.
         """
-        check_input_names(inputs, self.input_types, self.source)
+        named = named_inputs(inputs, self.input_types, self.source)
         device: dict[str, Any] = {}
         host: dict[str, np.ndarray] = {}
         any_device = False
-        for name, value in inputs.items():
+        for name, value in named.items():
             expected = self.input_types[name]
+            declared = self._declared_shapes.get(name)
             if self.backend.is_device_array(value):
                 any_device = True
                 if value.dtype != np.dtype(expected.dtype):
@@ -182,13 +185,13 @@ class CudaModel(Model):
                         f"input '{name}' is a device array of dtype {value.dtype}, the model takes {expected.dtype}; "
                         f"convert it on the device first (value.astype('{expected.dtype}'))"
                     )
-                check_input_shape(name, tuple(value.shape), expected)
+                check_input_shape(name, tuple(value.shape), expected, declared)
                 try:
                     device[name] = self.backend.adopt(value)
                 except ShapeError as error:
                     raise ShapeError(f"input '{name}': {error}") from None
                 continue
-            array = checked_input(name, value, expected)
+            array = checked_input(name, value, expected, declared)
             host[name] = array
             device[name] = self.backend.upload(array)
         return device, host, any_device

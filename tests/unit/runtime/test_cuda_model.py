@@ -95,8 +95,8 @@ def test_a_non_contiguous_device_input_is_copied_on_the_device():
 def test_input_errors_name_the_placeholder():
     device = EmulatedDevice()
     model = cuda_model(prepared_of(graph_matmul_bias_relu()), device)
-    with pytest.raises(ShapeError, match=r"input 'x' has shape \(3, 13\), the model was compiled for"):
-        model(x=np.zeros((3, 13), np.float32))
+    with pytest.raises(ShapeError, match=r"input 'x' has shape \(3, 13\), the model takes float32\[7, 13\]: the GraphDef fixes dimension 0 to 7"):
+        model(x=np.zeros((3, 13), np.float32))  # the placeholder's own shape: compiling for (3, 13) cannot work
     with pytest.raises(ShapeError, match=r"input 'x' has shape \(7, 12\)"):
         model(x=device.to_device(np.zeros((7, 12), np.float32)))
     with pytest.raises(ShapeError, match=r"input 'x' is a device array of dtype float64, the model takes float32.*astype"):
@@ -107,6 +107,7 @@ def test_input_errors_name_the_placeholder():
         model()
     with pytest.raises(GraphError, match=r"unknown \['y'\]"):
         model(x=np.zeros((7, 13), np.float32), y=np.zeros(1))
+    assert model(**{"x:0": np.zeros((7, 13), np.float32)})  # the tensor name of placeholder x
 
 
 def test_views_and_outputs_that_are_placeholders_or_constants():

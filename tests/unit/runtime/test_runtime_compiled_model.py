@@ -75,3 +75,40 @@ def test_inputs_are_read_in_place_or_converted_and_never_kept():
     # run_kernels after a call uses the model's own buffers, not the caller's freed arrays
     del contiguous
     model.latency_s({"x": before}, repeats=2, warmup=1)
+
+
+#: a: [ROWS, 5] @ a constant [5, 4]; ROWS -1 leaves the dimension free
+MATMUL_PBTXT = """
+node { name: "a" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "shape" value { shape { dim { size: ROWS } dim { size: 5 } } } } }
+node { name: "w" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "value" value { tensor { dtype: DT_FLOAT tensor_shape { dim { size: 5 } dim { size: 4 } } float_val: 0.5 } } } }
+node { name: "out" op: "MatMul" input: "a" input: "w" attr { key: "T" value { type: DT_FLOAT } } }
+"""
+
+
+@pytest.mark.parametrize("rows", [6, -1], ids=["fixed in the GraphDef", "free in the GraphDef"])
+def test_a_wrong_shape_gets_advice_that_works(rows, tmp_path):
+    import polytf
+
+    path = tmp_path / "m.pbtxt"
+    path.write_text(MATMUL_PBTXT.replace("ROWS", str(rows)))
+    model = polytf.load(path, input_shapes={"a": (6, 5)}, cache_dir=tmp_path / "cache", compile_cache=False)
+    with pytest.raises(ShapeError) as raised:
+        model(a=np.ones((7, 5), np.float32))
+    message = str(raised.value)
+    if rows == -1:  # compiling for (7, 5) works: the message says how
+        assert "input_shapes={'a': (7, 5)}" in message and "--input a:7,5" in message
+        polytf.load(path, input_shapes={"a": (7, 5)}, cache_dir=tmp_path / "cache", compile_cache=False)
+    else:  # it cannot: the message says why, and suggests nothing that fails
+        assert "the GraphDef fixes dimension 0 to 6" in message and "input_shapes=" not in message
+        with pytest.raises(ShapeError, match="conflicts with its declared shape"):
+            polytf.load(path, input_shapes={"a": (7, 5)}, cache_dir=tmp_path / "cache", compile_cache=False)
+
+
+def test_a_placeholder_is_named_as_its_node_or_its_tensor():
+    model = compile_graph(graph_matmul_bias_relu())
+    x = np.ones((7, 13), np.float32)
+    np.testing.assert_array_equal(model(**{"x:0": x})["relu"], model(x=x)["relu"])
+    with pytest.raises(GraphError, match=r"unknown \['xx'\] \(did you mean 'x'\?\)"):
+        model(xx=x)
+    with pytest.raises(GraphError, match=r"given twice .*\['x:0'\]"):
+        model(**{"x": x, "x:0": x})

@@ -113,3 +113,17 @@ def test_a_depthwise_convolution_is_told_from_a_convolution_by_its_reductions():
     inputs = {"x": np.random.default_rng(2).standard_normal((1, 6, 6, 4)).astype(np.float32)}
     (row,) = profile_model(model, inputs, repeats=1, alone=False).kernels
     assert row.convolution == DEPTHWISE and row.convolution_node == ("dw", "DepthwiseConv2dNative") and row.filter_size == (3, 3)
+
+
+def test_a_percentage_of_peak_that_cannot_be_is_flagged_not_printed(model):
+    inputs = {"x": np.zeros((1, 8, 8, 3), np.float32)}
+    honest = profile_model(model, inputs, repeats=1, peak_gflops=1e6)  # far above anything measured
+    assert honest.impossible() == [] and "> 100?" not in str(honest.rows())
+    tiny_peak = profile_model(model, inputs, repeats=1, peak_gflops=1e-6)  # every kernel "faster than the peak"
+    contractions = [row for row in tiny_peak.kernels if row.percent_of_peak is not None]
+    assert contractions and all(row.percent_of_peak > 100 for row in contractions)
+    cells = [cells[7] for cells in tiny_peak.rows()]
+    assert all(cell in ("> 100?", "-") for cell in cells) and "> 100?" in cells
+    lines = tiny_peak.impossible()
+    assert len(lines) == len(contractions) + 1 and all("cannot be" in line for line in lines)
+    assert "> 100?% of" in tiny_peak.totals()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import sqlite3
+import subprocess
+import sys
 
 import optuna
 import pytest
@@ -64,18 +66,50 @@ def test_processes_creating_the_storage_at_once_do_not_race(tmp_path):
         assert [s.study_name for s in KernelCache(directory).study_storage().get_all_studies()] == ["shared"]
 
 
-def test_clear_deletes_idle_studies_and_keeps_those_in_use(tmp_path, monkeypatch):
-    cache = KernelCache(tmp_path)
+def _three_studies(cache):
     storage = cache.study_storage()
     optuna.create_study(storage=storage, study_name="idle").optimize(lambda trial: 1.0, n_trials=2)
     optuna.create_study(storage=storage, study_name="running").ask()  # a tuner in the middle of a trial
     optuna.create_study(storage=storage, study_name="recent").optimize(lambda trial: 1.0, n_trials=1)
-    old = cache.clear()
-    assert (old.studies_removed, old.studies_kept) == (0, 3), "every study has a recent or running trial"
-    monkeypatch.setattr(study_storage, "STUDY_IN_USE_S", 0.0)
-    report = cache.clear()
+    return storage
+
+
+def test_clear_while_a_tuner_runs_deletes_only_idle_studies(tmp_path, monkeypatch):
+    cache = KernelCache(tmp_path)
+    storage = _three_studies(cache)
+    with cache.tuning():  # a tuner of this cache is running (the lock is held in this process)
+        old = cache.clear()
+        assert (old.studies_removed, old.studies_kept, old.tuner_running) == (0, 3, True), "every study has a recent or running trial"
+        monkeypatch.setattr(study_storage, "STUDY_IN_USE_S", 0.0)
+        report = cache.clear()
     assert (report.studies_removed, report.studies_kept) == (2, 1)
     assert [s.study_name for s in storage.get_all_studies()] == ["running"]
+
+
+def test_clear_with_no_tuner_running_deletes_every_study(tmp_path):
+    cache = KernelCache(tmp_path)
+    storage = _three_studies(cache)  # "running": a trial left running by a tuner that was killed
+    report = cache.clear()
+    assert (report.studies_removed, report.studies_kept, report.tuner_running) == (3, 0, False)
+    assert storage.get_all_studies() == []
+
+
+def test_a_killed_tuner_holds_nothing(tmp_path):
+    cache = KernelCache(tmp_path)
+    _three_studies(cache)
+    holder = (
+        "import sys, time; from polytf.storage.cache import KernelCache\n"
+        "with KernelCache(sys.argv[1]).tuning():\n    print('held', flush=True); time.sleep(600)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", holder, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        assert cache.clear().tuner_running  # a live tuner in another process: its studies kept
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+    report = cache.clear()  # the kernel released the killed process's lock
+    assert not report.tuner_running and report.studies_kept == 0
 
 
 def test_clear_removes_a_study_file_that_is_not_a_database(tmp_path):
