@@ -21,7 +21,9 @@ once and passed to any of the three::
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,7 @@ from polytf.compiler.model_source import ModelSource
 from polytf.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
-    from polytf.autotune.model_tuner import TuneReport
+    from polytf.autotune.model_tuner import TuneReport, TuningProgress
     from polytf.export import ExportedModel
     from polytf.runtime.cpu.compiled_model import CompiledModel
     from polytf.runtime.cuda.model import CudaModel
@@ -49,6 +51,7 @@ def load(
     *,
     compile_cache: bool = True,
     options: BuildOptions | None = None,
+    progress: bool = True,
 ) -> CompiledModel | CudaModel:
     """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
 
@@ -81,6 +84,8 @@ def load(
             compiles everything afresh and keeps nothing, for debugging. CPU only.
         options: ``cache_dir``, ``threads``, ``fallback``, ``target``, ``storage`` and
             ``compile_cache`` as one :class:`BuildOptions` (then without those arguments).
+        progress: show a progress bar on stderr while more than a few kernels compile, when
+            stderr is a terminal (tqdm); False: never.
 
     Returns:
         With ``target="cuda"``: a :class:`~polytf.runtime.cuda.model.CudaModel` that keeps
@@ -105,7 +110,11 @@ def load(
 
     source = ModelSource.of(path, signature, input_shapes, outputs)
     settings = {"fallback": fallback, "threads": threads, "target": target, "cache_dir": cache_dir, "storage": storage, "compile_cache": compile_cache}
-    return load_model(source, BuildOptions.of(options, **settings))
+    return load_model(source, BuildOptions.of(options, **settings), progress=None if progress else _silent)
+
+
+def _silent(message: str) -> None:
+    """A progress callback that shows nothing (``progress=False``)."""
 
 
 def tune(
@@ -117,7 +126,7 @@ def tune(
     outputs: Sequence[str] | None = None,
     threads: int | str | None = None,
     seed: int = 0,
-    progress=None,
+    progress: TuningProgress | bool | None = None,
     time_budget_s: float | None = None,
     fallback: bool = True,
     signature: str | None = None,
@@ -149,7 +158,11 @@ def tune(
             :func:`load` (host nodes are not tuned; the report lists them).
         retune: ignore existing records and restart the kernels' studies.
         seed: seed of the sampler, the scheduler's random choices and the test inputs.
-        progress: a :class:`~polytf.autotune.model_tuner.TuningProgress` receiving events.
+        progress: what to show while it runs: None (default) a progress display on stderr
+            when stderr is a terminal (a bar per kernel with its trials and best time so far;
+            ``polytf tune``'s), True always (a line per kernel where stderr is no terminal),
+            False nothing, or a :class:`~polytf.autotune.model_tuner.TuningProgress` receiving
+            the events.
         time_budget_s: wall-clock budget of the tuning, seconds (e.g.
             ``polytf.durations.parse_duration("10m")``); None: ``trials`` per kernel.
         target: ``"cpu"`` or ``"cuda"``: tune GPU recipes (thread blocks, thread tiles,
@@ -182,7 +195,17 @@ def tune(
 
     source = ModelSource.of(path, signature, input_shapes, outputs)
     options = BuildOptions.of(options, fallback=fallback, threads=threads, target=target, cache_dir=cache_dir, storage=storage)
-    return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=progress, time_budget_s=time_budget_s)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    if not isinstance(progress, bool):  # the caller's own TuningProgress
+        return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=progress, time_budget_s=time_budget_s)
+    with contextlib.ExitStack() as stack:
+        display = None
+        if progress:
+            from polytf.cli.tuning_progress import RichTuningProgress  # the display `polytf tune` shows
+
+            display = stack.enter_context(RichTuningProgress())
+        return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=display, time_budget_s=time_budget_s)
 
 
 def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's

@@ -23,6 +23,7 @@ Steps of :func:`load_model` (``polytf.load``)::
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from polytf.compiler.backends import backend_of_options
 from polytf.compiler.build_options import BuildOptions
@@ -36,10 +37,12 @@ from polytf.runtime.model import Model
 __all__ = ["load_model"]
 
 
-def load_model(source: ModelSource | str | os.PathLike, options: BuildOptions | None = None) -> Model:
+def load_model(source: ModelSource | str | os.PathLike, options: BuildOptions | None = None, progress: Callable[[str], None] | None = None) -> Model:
     """The model of ``source`` built as ``options`` say (default ``BuildOptions()``), from the
     tuning records (module docstring): untuned kernels, and kernels whose record cannot be
     used, get the default recipe (the latter with a CacheWarning). See :func:`polytf.load`.
+    ``progress`` is told each kernel compiled (None: a progress bar on a terminal while more
+    than a few compile: :func:`~polytf.compiler.kernel_compilation.compile_steps`).
 
     Raises:
         DependencyMissingError: target ``"cuda"`` without CuPy or a GPU (before the model is
@@ -53,7 +56,7 @@ def load_model(source: ModelSource | str | os.PathLike, options: BuildOptions | 
     prepared = prepare_model(source, fallback=options.fallback)
     return_free_heap_memory()  # the front half's freed arrays: not in the load's peak
     cached = stored_recipes(prepared, options, backend.target, backend.threads, codegen)
-    model = backend.build_model(prepared, cached=cached)
+    model = backend.build_model(prepared, progress=progress, cached=cached)
     # The graph and its weights go before the weights are packed: each weight is then held
     # either as read or packed, never both (the peak resident set of a load).
     del prepared

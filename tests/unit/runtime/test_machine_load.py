@@ -137,3 +137,4 @@ def test_the_api_report_says_the_machine_was_busy(tmp_path, monkeypatch):
         warnings.simplefilter("error", BusyMachineWarning)
         quiet = polytf.tune(model, trials=1, threads=2, cache_dir=tmp_path / "quiet_cache")
     assert quiet.busy_machine == ""
+
