@@ -9,6 +9,7 @@ command's module (:mod:`polytf.cli.tune`, ...) is imported only to run it, so th
 from __future__ import annotations
 
 import argparse
+import math
 
 from polytf.cli.model_options import add_model_arguments, add_output_argument, add_storage_argument, add_target_argument
 from polytf.config import VERIFY_TIME_LIMIT_S, TuningConfig
@@ -42,26 +43,24 @@ def _whole_number(minimum: int):
     return parse
 
 
-def _positive_seconds(text: str) -> float:
-    """An argparse type: a positive number of seconds, or argparse's error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
-    return value
+def _quantity(unit: str, zero_allowed: bool = False):
+    """An argparse type: a finite number of ``unit`` above 0 (0 or more with ``zero_allowed``),
+    or argparse's error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_allowed):
+            raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero_allowed else 'a positive number of'} {unit}, not {text}")
+        return value
+
+    return parse
 
 
-def _megabytes(text: str) -> float:
-    """An argparse type: a size in MB, zero or more, or argparse's error."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 MB or more, not {text}")
-    return value
+_positive_seconds = _quantity("seconds")
+_megabytes = _quantity("MB", zero_allowed=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
