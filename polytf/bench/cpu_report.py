@@ -69,6 +69,15 @@ def _flop_count(flops: int) -> str:
     return f"{flops / 1e9:.3g} GFLOP" if flops >= 1e8 else f"{flops / 1e6:.3g} MFLOP"
 
 
+def _executed_note(row: dict[str, Any]) -> str:
+    """Where the tuned model executes fewer FLOPs than the graph's contractions (Winograd): how
+    many, the FLOPs its GFLOP/s count."""
+    executed = (row.get("executed_flops") or {}).get("polytf")
+    if not executed or not row.get("flops") or executed == row["flops"]:
+        return ""
+    return f" as the graph writes them, {_flop_count(executed)} executed by the tuned kernels (what its GFLOP/s count)"
+
+
 def _error(value: float | None) -> str:
     return f"{value:.2e}" if value is not None else "-"
 
@@ -185,8 +194,8 @@ def cpu_markdown(result: dict[str, Any], png_name: str | None = None) -> str:
         "*polytf kernels* is the model's kernels run in sequence on inputs bound once (no input checks, no output arrays); "
         "*call / kernels* is a whole call `model(**inputs)` over the time spent in the kernels inside it, one clock for both "
         "(median over the profile's calls): the runtime's overhead. GFLOP/s counts the contractions (MatMul, BatchMatMul, Einsum, "
-        "Conv2D, depthwise; 2 FLOPs per multiply-add executed, padding taps excluded); % peak is of the measured peak for the "
-        "row's thread count.",
+        "Conv2D, depthwise; 2 FLOPs per multiply-add executed, padding taps excluded; a Winograd kernel executes its batched GEMM's, "
+        "fewer than the convolution's); % peak is of the measured peak for the row's thread count.",
         "",
     ]
     lines += markdown_table(columns, rows)
@@ -275,13 +284,15 @@ def row_section(row: dict[str, Any]) -> list[str]:
         )
         if profile.get("alone_ratio"):
             lines.append(
-                f"- The same kernels alone, each repeated with hot caches, are {_ratio(profile.get('alone_ratio'))}x faster than inside the calls "
-                "(the cost of caches shared with the other layers)."
+                f"- The same kernels alone, each repeated with hot caches: their time in the calls / alone {_ratio(profile.get('alone_ratio'))} "
+                "(above 1: the cost of caches shared with the other layers)."
             )
     lines.append(
         f"- polytf tuned {format_gflops(gflops.get('polytf'))} GFLOP/s ({_percent(percent.get('polytf'))} of peak), "
         f"untuned {format_gflops(gflops.get('polytf_untuned'))} GFLOP/s ({_percent(percent.get('polytf_untuned'))} of peak)"
-        + (f"; {_flop_count(row['flops'])} per call." if row.get("flops") else ".")
+        + (f"; {_flop_count(row['flops'])} per call" if row.get("flops") else "")
+        + _executed_note(row)
+        + "."
     )
     if row.get("tuned_is_untuned"):
         lines.append("- No tuned recipe was kept (each lost inside the model, or none beat its default): the tuned model is the untuned one, timed once for both.")

@@ -36,8 +36,9 @@ DEPTHWISE = "depthwise"
 CONVOLUTION = "convolution"
 
 
-def _executed_flops(scop, recipe) -> int:
-    """FLOPs of the contractions ``scop`` executes under ``recipe`` (module docstring)."""
+def executed_flops(scop, recipe) -> int:
+    """FLOPs of the contractions ``scop`` executes under ``recipe`` (module docstring): a
+    Winograd recipe's are those of its batched GEMM, fewer than the convolution's."""
     algorithm = getattr(recipe, "algorithm", "direct")
     if algorithm in WINOGRAD_ALGORITHMS and winograd_applies(scop):
         return contraction_flops(winograd_scop(scop, algorithm))
@@ -313,7 +314,7 @@ def profile_model(
                 ops=tuple(scop.ops),
                 output_shapes=tuple(tuple(int(d) for d in info.shape) for info in scop.arrays if info.role == "output"),
                 median_s=median_s,
-                flops=_executed_flops(scop, kernel.recipe),
+                flops=executed_flops(scop, kernel.recipe),
                 recipe=kernel.recipe.describe(),
                 peak_gflops=peak_gflops,
                 alone_median_s=alone_median_s,
