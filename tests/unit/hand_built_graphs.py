@@ -103,6 +103,24 @@ def graph_depthwise(shape=(1, 5, 4, 3), multiplier=1, seed=0):
     )
 
 
+def graph_centred_column_mean(rows=6, columns=6):
+    """``mean(x - mean(x, axis=2, keepdims), axis=1)`` of an ``x: [1, rows, columns]``: one
+    fusion group whose last statement iterates ``[columns; rows]`` where the others iterate
+    ``[rows, columns]`` (a LayerNorm then a mean over tokens); with ``rows == columns`` their
+    iterators have the same names and extents, and a band over ``d1`` would be illegal."""
+    return build_graph(
+        [
+            placeholder("x", (1, rows, columns)),
+            const("across", np.array([2], dtype=np.int32)),
+            const("down", np.array([1], dtype=np.int32)),
+            Node("mean", "Mean", ("x:0", "across:0"), attrs={"keep_dims": True}),
+            Node("centred", "Sub", ("x:0", "mean:0")),
+            Node("out", "Mean", ("centred:0", "down:0"), attrs={"keep_dims": False}),
+        ],
+        ["out:0"],
+    )
+
+
 def reshaped_matmul_nodes(w) -> list[Node]:
     """``out = Identity(Reshape(x: [2, 3, 2], [2, 6]) @ w)``: a view (the reshape) before a
     kernel, for the runtimes' tests."""
@@ -124,6 +142,7 @@ GRAPHS = {
     "maxpool_same": graph_maxpool,
     "softmax": graph_softmax,
     "broadcast_chain": graph_broadcast_chain,
+    "centred_column_mean": graph_centred_column_mean,
 }
 
 

@@ -228,10 +228,11 @@ def test_gpu_marks_round_trip_through_their_names():
 
 
 def _reversed_epilogue():
-    """``T[d0] = 2 * A[d0]`` then ``B[d0] = T[7 - d0]``: the epilogue reads its producer's
-    value at another point, which another thread computes."""
+    """``T[d0] = 2 * A[d0]`` then ``B[d0] = T[d0 - 1]`` (``d0 >= 1``): the epilogue reads its
+    producer's value at the point before, which one loop over ``d0`` has computed already (a
+    legal shared band) but another thread computes (a race once the band is mapped to threads)."""
     produce = Statement("S0", ("d0",), (8,), Access.of("T", "d0"), Binary("mul", Constant(2.0), Load(Access.of("A", "d0"))))
-    consume = Statement("S1", ("d0",), (8,), Access.of("B", "d0"), Load(Access("T", (AffineExpr.combine((-1, "d0"), constant=7),))))
+    consume = Statement("S1", ("d0",), (8,), Access.of("B", "d0"), Load(Access("T", (AffineExpr.combine((1, "d0"), constant=-1),))), ("d0 >= 1",))
     arrays = (ArrayInfo("A", (8,), "float32", "input"), ArrayInfo("T", (8,), "float32", "temporary"), ArrayInfo("B", (8,), "float32", "output"))
     return ScopKernel(Scop("reversed", (produce, consume), arrays))
 

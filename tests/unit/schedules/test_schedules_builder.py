@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hand_built_graphs import graph_centred_column_mean
 
+from polytf.compiler.model_builder import build_model
+from polytf.compiler.preparation import PreparedModel
 from polytf.errors import ScheduleError
+from polytf.lowering.lowered_kernel import lower_group
+from polytf.passes.fusion import partition
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
@@ -143,7 +149,7 @@ def test_zero_fill_and_epilogue_run_once_per_register_tile():
     """The zero fill and the epilogue share the anchor's register-tile band (each register
     tile's output block is filled, accumulated and finished while it is in L1), unless a
     reduction is tiled (the epilogue would run on a partial sum) or the epilogue reads another
-    tile's element (then each statement keeps its own sweep of the cache tile)."""
+    tile's element (then no band is shared over that dimension)."""
     scop = _matmul_relu()
     recipe = CpuRecipe(tile_sizes=(6, 16), register_tile_sizes=(3, 8))
     assert [s.name for s in register_tile_run(scop, recipe)] == ["S0", "S1", "S2"]
@@ -151,8 +157,10 @@ def test_zero_fill_and_epilogue_run_once_per_register_tile():
     assert register_tile_run(scop, CpuRecipe(tile_sizes=(6, 16), register_tile_sizes=(3, 8), reduction_tile_sizes=(2,))) == ()
     assert register_tile_run(scop, CpuRecipe(tile_sizes=(6, 16))) == ()
     mirrored = _matmul_relu(reads_neighbour=True)
-    assert register_tile_run(mirrored, recipe) == ()
-    check_legality(mirrored, build_schedule(mirrored, recipe, check=False))  # the unfused tree stays legal
+    assert shared_band_depth(mirrored) == 1  # the epilogue reads a later column: no band over d1
+    by_rows = CpuRecipe(tile_sizes=(3,))
+    assert register_tile_run(mirrored, by_rows) == ()
+    check_legality(mirrored, build_schedule(mirrored, by_rows, check=False))  # each statement sweeps its rows
 
 
 def _matmul_bias_relu(second_reads: Access | None = None, second_writes: Access | None = None) -> Scop:
@@ -220,3 +228,14 @@ def test_copies_over_the_same_points_share_one_nest():
     assert copy_groups((first, second, shifted)) == [(first, second), (shifted,)]
     other = Statement("C3", ("d0", "d1", "d2"), (2, 3, 4), Access.of("R", "d0", "d1", "d2"), Constant(0.0))
     assert copy_groups((first, other)) == [(first,), (other,)]
+
+
+def test_a_band_stops_where_equal_names_mean_different_dimensions():
+    graph = graph_centred_column_mean()
+    (group,) = partition(graph)
+    kernel = lower_group(graph, group)
+    assert [op for _, op in kernel.scop.ops] == ["Mean", "Sub", "Mean"]  # one kernel
+    assert shared_band_depth(kernel.scop) == 1  # d0 only: d1 is a row above, a column below
+    square = build_model(PreparedModel(graph, (group,), (kernel,), ()), threads=2)
+    x = np.random.default_rng(4).standard_normal((1, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(square(x=x)["out"], (x - x.mean(2, keepdims=True)).mean(1), rtol=1e-5, atol=1e-6)

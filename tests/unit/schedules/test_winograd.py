@@ -294,11 +294,11 @@ def test_the_profile_counts_the_multiplications_a_winograd_kernel_executes():
     C · O multiply-adds), not from the direct convolution (up to 9 · H · W · C · O), which would put
     it above the machine's peak."""
     from polytf.poly.flops import contraction_flops
-    from polytf.runtime.cpu.profile import _executed_flops
+    from polytf.runtime.cpu.profile import executed_flops
 
     kernel = _conv(28, 28, 16, 32)
     direct = contraction_flops(kernel.scop)
     assert 0 < direct <= 2 * 9 * 28 * 28 * 16 * 32  # SAME padding: the border's missing taps are not counted
-    assert _executed_flops(kernel.scop, CpuRecipe()) == direct
-    assert _executed_flops(kernel.scop, CpuRecipe(algorithm=F4)) == 2 * 36 * 7 * 7 * 16 * 32
-    assert _executed_flops(kernel.scop, CpuRecipe(algorithm=F2)) == 2 * 16 * 14 * 14 * 16 * 32
+    assert executed_flops(kernel.scop, CpuRecipe()) == direct
+    assert executed_flops(kernel.scop, CpuRecipe(algorithm=F4)) == 2 * 36 * 7 * 7 * 16 * 32
+    assert executed_flops(kernel.scop, CpuRecipe(algorithm=F2)) == 2 * 16 * 14 * 14 * 16 * 32
