@@ -202,7 +202,7 @@ def tune(
     with contextlib.ExitStack() as stack:
         display = None
         if progress:
-            from polytf.cli.tuning_progress import RichTuningProgress  # the display `polytf tune` shows
+            from polytf.autotune.tuning_display import RichTuningProgress  # the display `polytf tune` shows
 
             display = stack.enter_context(RichTuningProgress())
         return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=display, time_budget_s=time_budget_s)

@@ -72,4 +72,16 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-__all__ = ["UNIT_SECONDS", "format_duration", "parse_duration"]
+def format_seconds(value: float) -> str:
+    """A latency: ``1.5e-5`` -> ``"15.0 µs"``, ``0.0123`` -> ``"12.30 ms"``, ``2`` -> ``"2.00 s"``;
+    NaN or infinity -> ``"-"``."""
+    if value != value or value == float("inf"):
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.1f} µs"
+    if value < 1:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value:.2f} s"
+
+
+__all__ = ["UNIT_SECONDS", "format_duration", "format_seconds", "parse_duration"]

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from rich.console import Console
 from rich.markup import escape
 
+from polytf.durations import format_seconds
 from polytf.errors import PolytfWarning
 
 __all__ = ["console", "format_seconds", "print_host_nodes", "stdout", "warnings_as_lines"]
@@ -24,17 +25,6 @@ __all__ = ["console", "format_seconds", "print_host_nodes", "stdout", "warnings_
 console = Console(stderr=True)
 #: Results. Wide tables when writing to a file or a pipe (rich assumes 80 columns there).
 stdout = Console(width=None if sys.stdout.isatty() else 160)
-
-
-def format_seconds(value: float) -> str:
-    """``1.5e-5`` -> ``"15.0 µs"``; NaN or infinity -> ``"-"``."""
-    if value != value or value == float("inf"):
-        return "-"
-    if value < 1e-3:
-        return f"{value * 1e6:.1f} µs"
-    if value < 1:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value:.2f} s"
 
 
 def print_host_nodes(host_nodes: Iterable) -> None:

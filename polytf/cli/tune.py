@@ -2,7 +2,7 @@
 
 Calls :func:`polytf.autotune.model_tuner.tune_model` with the model and build options of the
 arguments (:mod:`polytf.cli.model_options`), showing progress as it goes
-(:class:`~polytf.cli.tuning_progress.RichTuningProgress`); exit status 130 when Ctrl-C
+(:class:`~polytf.autotune.tuning_display.RichTuningProgress`); exit status 130 when Ctrl-C
 stopped it (finished work is saved). The table has, per kernel tuned by this run, its
 verdict inside the model (kept or rejected, with its time there under the default and the
 tuned recipe: :mod:`polytf.autotune.in_model_check`), and the model latency line is the
@@ -17,9 +17,9 @@ from dataclasses import replace
 from rich.table import Table
 
 from polytf.autotune.model_tuner import KernelReport, TuneReport, tune_model
+from polytf.autotune.tuning_display import RichTuningProgress
 from polytf.cli.console import console, format_seconds, print_host_nodes, stdout
 from polytf.cli.model_options import build_options, model_source
-from polytf.cli.tuning_progress import RichTuningProgress
 from polytf.config import TuningConfig
 from polytf.durations import format_duration
 
@@ -35,7 +35,7 @@ def execute(arguments: argparse.Namespace) -> int:
         raise SystemExit("error: give --trials or --time-budget, not both")
     source = model_source(arguments, outputs=arguments.output)
     options = build_options(arguments)
-    with RichTuningProgress() as progress:
+    with RichTuningProgress(console) as progress:
         report = tune_model(
             source, options, trials=arguments.trials, time_budget_s=arguments.time_budget, retune=arguments.retune, seed=arguments.seed,
             progress=progress, config=config,

@@ -237,7 +237,7 @@ def test_a_rejected_recipe_is_not_what_polytf_load_runs(tmp_path, monkeypatch):
         tuned[kernel.scop.name] = other_recipe(kernel)
         return KernelTuningResult(tuned[kernel.scop.name], 1e-6, 2e-6, trials, trials_here=trials)
 
-    def fake_timings(default, tuned_model, inputs, blocks=in_model_check.BLOCKS, calls=in_model_check.CALLS_PER_BLOCK):
+    def fake_timings(default, tuned_model, inputs, blocks=in_model_check.BLOCKS, calls=in_model_check.CALLS_PER_BLOCK, round_s=in_model_check.ROUND_S):
         """The second kernel's tuned recipe loses inside the model, the first one's wins."""
 
         def seconds(model):

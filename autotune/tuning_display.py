@@ -1,4 +1,5 @@
-"""``polytf tune``'s progress display: a rich progress bar per kernel.
+"""The tuning's progress display (``polytf tune``, and ``polytf.tune`` on a terminal): a rich
+progress bar per kernel.
 
 Each kernel's bar counts its trials and shows its best latency so far and how many of its
 trials failed. When stderr is not a terminal (a pipe, a log file) there are no bars, whose
@@ -12,19 +13,22 @@ from __future__ import annotations
 
 import time
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from polytf.autotune.model_tuner import TuningProgress
-from polytf.cli.console import console, format_seconds
-from polytf.durations import format_duration
+from polytf.durations import format_duration, format_seconds
 
 __all__ = ["RichTuningProgress"]
 
 
 class RichTuningProgress(TuningProgress):
-    """Shows tuning progress: one bar per kernel, its best latency so far and how many of its trials failed."""
+    """Shows tuning progress: one bar per kernel, its best latency so far and how many of its
+    trials failed, on ``console`` (default: a console on stderr; ``polytf tune`` passes the one
+    its warnings and errors go to, so that they print above the bars)."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console = console or Console(stderr=True)
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -48,7 +52,7 @@ class RichTuningProgress(TuningProgress):
         return self.progress.__exit__(*exc)
 
     def model_prepared(self, kernel_count: int, unique_count: int) -> None:
-        console.print(f"[bold]{kernel_count}[/] kernels ({unique_count} distinct) to tune")
+        self.console.print(f"[bold]{kernel_count}[/] kernels ({unique_count} distinct) to tune")
 
     def kernel_started(self, kernel, trials: int) -> None:
         ops = "+".join(op for _, op in kernel.scop.ops)
@@ -101,7 +105,7 @@ class RichTuningProgress(TuningProgress):
 
     def kernel_finished(self, report) -> None:
         if report.status == "cached":
-            console.print(f"  {report.kernel}: cached record reused ({format_seconds(report.tuned_latency_s)})")
+            self.console.print(f"  {report.kernel}: cached record reused ({format_seconds(report.tuned_latency_s)})")
         elif self.lines:
             self._line(report)
         elif self.task is not None:
@@ -111,11 +115,11 @@ class RichTuningProgress(TuningProgress):
     def _line(self, report, after: str = "") -> None:
         """The line of a kernel (or a slice of it) tuned, when there are no bars."""
         failed = f", {report.failed_trials} failed" if report.failed_trials else ""
-        console.print(
+        self.console.print(
             f"  {report.kernel}: {report.trials} trial{'s' if report.trials != 1 else ''}{failed}, best {format_seconds(report.tuned_latency_s)}"
             + (f"; {after}" if after else ""),
             markup=False, highlight=False, soft_wrap=True,
         )
 
     def message(self, text: str) -> None:
-        console.print(text)
+        self.console.print(text)
