@@ -22,8 +22,9 @@ Two ways to spend the tuning:
   lowering the model included): the kernels are tuned until :data:`FINAL_CHECK_SHARE` of it
   is left, and the final timing of the whole model fits its rounds into that rest. No slice
   starts that is not expected to end in time, and a candidate still running at the end is
-  stopped (give or take :data:`~polytf.autotune.tuner.MINIMUM_CANDIDATE_S`). A kernel's record is written after each of its slices, marked
-  complete, so the next run reuses it whatever its budget; kernels whose baseline the
+  stopped (give or take :data:`~polytf.autotune.tuner.MINIMUM_CANDIDATE_S`). A kernel's
+  record is written after each of its slices, marked complete, so the next run reuses it
+  whatever its budget; kernels whose baseline the
   budget did not reach get no record (and are tuned by the next run). ``retune`` ignores
   the records and starts every kernel's study afresh, within the budget.
 
