@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from polytf.poly.affine import AffineExpr
 from polytf.poly.scop import Scop
 from polytf.poly.statement import CopyKind, IteratorRole, Statement
 
@@ -45,7 +46,49 @@ def shared_band_depth(scop: Scop) -> int:
         if any(s.roles[p] is not IteratorRole.OUTPUT for s in statements) or len(names) != 1 or len(extents) != 1:
             depth = p
             break
-    return _legal_depth(scop, depth) if depth and len(statements) > 1 else depth
+    if not depth or len(statements) == 1 or _aligned(statements, depth):
+        return depth
+    return _legal_depth(scop, depth)
+
+
+def _aligned(statements: tuple[Statement, ...], depth: int) -> bool:
+    """Whether every dependence between the main statements stays at one point of the first
+    ``depth`` shared dimensions, shown without isl: each write names every shared dimension
+    ``d_q`` in an index of its own (``a·d_q + b``, as an output shifted by a folded padding
+    writes ``[d0, d1 + 1, ..]``), and every access to a written array repeats those indices
+    up to a shift that never reaches another point (:func:`_same_point`; the common case: a
+    contraction and its epilogue, LayerNorm's statistics read back at ``[d0, d1, 0]``). A load from a warm cache builds every kernel's recipe and does no isl
+    work; only the kernels this test cannot clear pay for :func:`_legal_depth`."""
+    shared = {statement.iterators[q] for statement in statements for q in range(depth)}
+    layouts: dict[str, set[tuple[tuple[int, object], ...]]] = {}
+    for statement in statements:
+        layout = []
+        for position, index in enumerate(statement.write.index):
+            names = {name for name, _ in index.terms} if isinstance(index, AffineExpr) else set()
+            if names & shared:
+                if len(index.terms) != 1:
+                    return False  # two dimensions in one index: ask isl
+                layout.append((position, index))
+        if {name for _, index in layout for name, _ in index.terms} != set(statement.iterators[:depth]):
+            return False  # a write that does not tell every shared dimension apart: ask isl
+        layouts.setdefault(statement.write.array, set()).add(tuple(layout))
+    for statement in statements:
+        for access in (statement.write, *statement.reads):
+            for layout in layouts.get(access.array, ()):
+                if not all(_same_point(access.index[position], index) for position, index in layout):
+                    return False
+    return True
+
+
+def _same_point(read: object, written: AffineExpr) -> bool:
+    """Whether index ``read`` meets index ``written`` (``a·d + b``) only where both are at the same
+    ``d``: the same term, and constants less than ``|a|`` apart (Winograd's output tile writes
+    ``4·th + i`` for each ``i < 4``: a statement of one ``i`` reads only its own)."""
+    return (
+        isinstance(read, AffineExpr)
+        and read.terms == written.terms
+        and abs(read.constant - written.constant) < abs(written.terms[0][1])
+    )
 
 
 def _legal_depth(scop: Scop, depth: int) -> int:
