@@ -197,14 +197,13 @@ def tune(
     options = BuildOptions.of(options, fallback=fallback, threads=threads, target=target, cache_dir=cache_dir, storage=storage)
     if progress is None:
         progress = sys.stderr.isatty()
-    if not isinstance(progress, bool):  # the caller's own TuningProgress
-        return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=progress, time_budget_s=time_budget_s)
-    with contextlib.ExitStack() as stack:
-        display = None
-        if progress:
-            from polytf.autotune.tuning_display import RichTuningProgress  # the display `polytf tune` shows
+    if progress is True:
+        from polytf.autotune.tuning_display import RichTuningProgress  # the display `polytf tune` shows
 
-            display = stack.enter_context(RichTuningProgress())
+        shown = RichTuningProgress()
+    else:  # the caller's own TuningProgress, or nothing (False)
+        shown = contextlib.nullcontext(progress or None)
+    with shown as display:
         return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=display, time_budget_s=time_budget_s)
 
 

@@ -243,7 +243,8 @@ class CpuBenchRun(BenchRun):
         profile = profile_model(model, arrays, repeats=options.repeats, peak_gflops=peak, warmup=options.warmup).to_dict()
         # polytf's GFLOP/s (and % of peak) count what its kernels execute: a Winograd kernel's
         # batched GEMM, not the convolution it replaces, whose FLOPs could exceed the peak
-        executed = {"polytf": _executed(model), "polytf_kernels": _executed(model), "polytf_untuned": _executed(untuned)}
+        tuned_flops = _executed(model)
+        executed = {"polytf": tuned_flops, "polytf_kernels": tuned_flops, "polytf_untuned": tuned_flops if untuned is model else _executed(untuned)}
         gflops = {s: gflops_of(executed.get(s, flops), data["median_s"]) for s, data in systems.items() if flops and "median_s" in data}
         return {
             "entry": workload.label,

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from polytf.errors import GraphError, ShapeError
-from polytf.graph import TensorType
+from polytf.graph import TensorType, split_tensor_name
 
 __all__ = ["converted_input", "check_input_shape", "checked_input", "converted_inputs", "named_inputs"]
 
@@ -28,9 +28,8 @@ __all__ = ["converted_input", "check_input_shape", "checked_input", "converted_i
 def placeholder_name(name: str, input_types: Mapping[str, TensorType]) -> str:
     """The placeholder ``name`` stands for: itself, or ``x`` for the tensor name ``x:0`` of
     placeholder ``x`` (a placeholder has one output, ``:0``); ``name`` unchanged otherwise."""
-    if name not in input_types and name.endswith(":0") and name[:-2] in input_types:
-        return name[:-2]
-    return name
+    node, port = split_tensor_name(name)
+    return node if name not in input_types and port == 0 and node in input_types else name
 
 
 def named_inputs(inputs: Mapping[str, object], input_types: Mapping[str, TensorType], source: str) -> dict[str, object]:
