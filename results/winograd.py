@@ -51,6 +51,8 @@ LAYERS = [
     ("InceptionV3 35x35 3x3", 1, 35, 64, 96),
     ("InceptionV3 35x35 3x3", 1, 35, 96, 96),
     ("InceptionV3 stem 3x3", 1, 147, 32, 64),
+    ("InceptionV3 8x8 3x3", 1, 8, 448, 384),
+    ("InceptionV3 8x8 3x3", 8, 8, 448, 384),
     ("VGG16 conv1_2", 1, 224, 64, 64),
     ("VGG16 conv3_x", 1, 56, 256, 256),
 ]

@@ -384,10 +384,15 @@ class SearchSpace(DimensionChoices):
         return self.recipe(params)
 
     def heuristic_recipes(self) -> list[CpuRecipe]:
-        """Hand-written starting points for the tuner, best guesses first: for contractions,
-        BLIS-like recipes (register tile, packed panels, cache tiles of the last dimension
-        and the reduction); then the innermost output dimension last and vectorised."""
+        """Hand-written starting points for the tuner, best guesses first: for a
+        convolution, each other algorithm's analytic recipe (im2col, Winograd F(2,3) and
+        F(4,3): the tuner tries the algorithms before variations of one, as cuDNN's
+        algorithm search does, so that a short budget still compares them); then for
+        contractions, BLIS-like recipes (register tile, packed panels, cache tiles of the
+        last dimension and the reduction); then the innermost output dimension last and
+        vectorised."""
         result = []
+        algorithms: list[CpuRecipe] = []
         registers = [c for c in (self.choices("register_tile") if self.depth else ()) if c != "none"]
         preferred_registers = [c for c in ("6x16", "4x16", "6x32", "8x32", "4x24", "0x16", "3x16", "2x16", "0x8", "4x8", "0x32") if c in registers]
         if self.depth and preferred_registers:
@@ -414,11 +419,12 @@ class SearchSpace(DimensionChoices):
             analytic_winograd = dict(self.winograd)
             for algorithm in ("im2col", *WINOGRAD_ALGORITHMS):
                 if algorithm in analytic_winograd:
-                    result.append(self.recipe(dict(analytic_winograd[algorithm])))
+                    algorithms.append(self.recipe(dict(analytic_winograd[algorithm])))
                 elif algorithm in self.choices("algorithm") and result:
                     params = dict(self.params(result[0]))
                     params["algorithm"] = algorithm
-                    result.append(self.recipe(params))
+                    algorithms.append(self.recipe(params))
+            result[:0] = algorithms
         orders = self.choices("point_order")
         preferred = [o for o in orders if o.split(",")[-1] not in self.reduction_iterators]
         for order in preferred[-2:] + preferred[:1]:

@@ -623,23 +623,68 @@ PREFERRED_MIN_CHANNELS = 64
 PREFERRED_MIN_TILES = 40
 #: ... and tiles covering at most this much more than the output (partial tiles compute waste).
 PREFERRED_MAX_COVER = 1.35
+#: F(2×2,3×3) is preferred instead for a layer with at least PREFERRED_MIN_CHANNELS input
+#: channels and this many output channels, at least PREFERRED_MIN_TILES 2×2 tiles and
+#: tiles covering at most this much more than the output, where F(4×4,3×3) is not
+#: preferred or its tiles cover more than that: F(2,3) saves 2.25x the products' FLOPs
+#: (F(4,3) 4x), so its transforms pay only where each transformed tile feeds enough
+#: outputs and few partial tiles are computed.
+PREFERRED_F2_MIN_OUT_CHANNELS = 64
+PREFERRED_F2_MAX_COVER = 1.2
 
 
 def preferred_winograd(problem: WinogradProblem | None) -> str:
     """The Winograd algorithm of the untuned default recipe for ``problem`` ("" for the
-    direct convolution): F(4×4,3×3) where it measured faster than the direct convolution's
-    analytic recipe. On a 2-core znver3 (AVX2), 2 threads, each kernel alone
-    (``results/winograd.md``), F(4,3) with :func:`winograd_tiles` took 0.53-0.78x the direct
-    kernel's time (0.92x for 14²×256 at batch 8) on 3×3 layers with
-    C >= 64 and at least 49 tiles (ResNet50's 56²×64 and 28²×128 layers, DenseNet121's 56²
-    and 28² ×128→32, InceptionV3's 35²×64→96 and 35²×96→96, and at batch 8 the 28²×128 and
-    14²×256 layers, whose tiles cover 31% more than the output), and 0.96-2.6x with few
-    tiles (14²×256 and 7²×512 at batch 1: 16 and 4 tiles, too few rows for the transformed
-    weights, 4x the filter; 7²×512 at batch 8: 32) or few channels (147²×32→64: the transforms
-    cost as much as the products). F(2×2,3×3) never beat F(4×4,3×3) there; the tuner tries
-    both, and the direct convolution."""
+    direct convolution), where it measured faster than the direct convolution's analytic
+    recipe, each kernel alone, 2 threads (``results/winograd.md``: a 2-core znver3, AVX2;
+    ``results/winograd_znver5.md``: a 2-core znver5, AVX-512).
+
+    F(4×4,3×3) on 3×3 layers with C >= 64 and at least 40 tiles: 0.53-0.78x the direct
+    kernel's time on znver3 and 0.45-0.69x on znver5 (ResNet50's 56²×64 and 28²×128 layers,
+    DenseNet121's 56² and 28² ×128→32, InceptionV3's 35²×64→96 and 35²×96→96, VGG16's). With
+    few tiles it lost: 1.15-2.6x on znver3 (14²×256 and 7²×512 at batch 1: 16 and 4 tiles,
+    too few rows for the transformed weights, 4x the filter; 7²×512 at batch 8: 32), and with
+    few channels (147²×32→64: the transforms cost as much as the products; 1.31x on znver3).
+
+    F(2×2,3×3) on layers with C >= 64 and O >= 64 whose 2×2 tiles number at least 40 and
+    cover at most 20% more than the output, where F(4,3) is not preferred or its 4×4 tiles
+    cover more than that: ResNet50's 14²×256 at batch 1 (49 tiles; 0.92x the direct kernel
+    on znver3, 0.61x on znver5, where F(4,3) took 1.15x and 0.70x) and at batch 8 (F(4,3)'s
+    tiles cover 31% more than the output: F(2,3) 0.95x F(4,3)'s time on znver3, 0.97x on
+    znver5), InceptionV3's 8²×448→384 at batch 8 (0.64x the direct kernel on znver5). It
+    lost with 32 output channels (DenseNet121's 14²×128→32: 1.01x and 1.28x the direct
+    kernel), and on 7²×512 at batch 8 on znver3 (2×2 tiles covering 31% more than the
+    output: 1.29x; 0.92x on znver5). The tuner tries both algorithms and the direct
+    convolution."""
     if problem is None:
         return ""
+
+    def cover_if_applies(m: int) -> float | None:
+        """How much the m×m tiles cover over the output, None when too few tiles or channels."""
+        tiles_h, tiles_w = problem.tiles(m)
+        if problem.in_channels < PREFERRED_MIN_CHANNELS or problem.batch * tiles_h * tiles_w < PREFERRED_MIN_TILES:
+            return None
+        return tiles_h * tiles_w * m * m / (problem.height * problem.width)
+
+    f4_cover, f2_cover = cover_if_applies(4), cover_if_applies(2)
+    if f4_cover is not None and f4_cover <= PREFERRED_F2_MAX_COVER:
+        return "winograd_f4x4_3x3"
+    if f2_cover is not None and f2_cover <= PREFERRED_F2_MAX_COVER and problem.out_channels >= PREFERRED_F2_MIN_OUT_CHANNELS:
+        return "winograd_f2x2_3x3"
+    if f4_cover is not None and f4_cover <= PREFERRED_MAX_COVER:
+        return "winograd_f4x4_3x3"
+    return ""
+    for m, algorithm in ((4, "winograd_f4x4_3x3"), (2, "winograd_f2x2_3x3")):
+        tiles_h, tiles_w = problem.tiles(m)
+        tiles = problem.batch * tiles_h * tiles_w
+        cover = tiles_h * tiles_w * m * m / (problem.height * problem.width)
+        if problem.in_channels < PREFERRED_MIN_CHANNELS or tiles < PREFERRED_MIN_TILES:
+            continue
+        if m == 4 and cover <= PREFERRED_MAX_COVER:
+            return algorithm
+        if m == 2 and cover <= PREFERRED_F2_MAX_COVER and problem.out_channels >= PREFERRED_F2_MIN_OUT_CHANNELS:
+            return algorithm
+    return ""
     m = 4
     tiles_h, tiles_w = problem.tiles(m)
     tiles = problem.batch * tiles_h * tiles_w

@@ -229,13 +229,17 @@ def test_keras_conv_compiled_with_winograd_matches_tensorflow(tmp_path):
         (1, 56, 64, 64, F4),  # ResNet50 conv2_x: 196 tiles
         (1, 28, 128, 32, F4),  # DenseNet121: 49 tiles
         (1, 35, 64, 96, F4),  # InceptionV3: 81 tiles covering 6% more than the output
-        (1, 14, 256, 256, ""),  # 16 tiles: the transformed weights are read for too few rows
-        (8, 14, 256, 256, F4),  # the same layer at batch 8: 128 tiles
+        (1, 14, 256, 256, F2),  # 16 4×4 tiles: too few rows for F(4,3)'s weights; 49 2×2 tiles
+        (8, 14, 256, 256, F2),  # at batch 8: 128 4×4 tiles covering 31% more than the output; 2×2 ones cover it
+        (8, 14, 128, 32, F4),  # the same with 32 output channels: too few for F(2,3)'s transforms
+        (1, 7, 512, 512, ""),  # 4 and 16 tiles
+        (8, 7, 512, 512, ""),  # 128 2×2 tiles covering 31% more than the output
+        (1, 14, 128, 32, ""),  # 32 output channels: too few for F(2,3)'s transforms
         (1, 147, 32, 64, ""),  # 32 channels: the transforms cost as much as the products
         (1, 10, 64, 64, ""),  # 9 tiles
     ],
 )
-def test_the_untuned_default_uses_f4_where_it_measured_faster(batch, size, ins, outs, expected):
+def test_the_untuned_default_uses_winograd_where_it_measured_faster(batch, size, ins, outs, expected):
     problem = winograd_problem(_conv(size, size, ins, outs, batch=batch).scop)
     assert preferred_winograd(problem) == expected
 
