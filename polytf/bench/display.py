@@ -1,8 +1,11 @@
 """What a ``polytf bench`` run shows while it runs: two progress bars (rows done, and the
-current phase: the trials of a kernel, the timing rounds), fed by the tuner too."""
+current phase: the trials of a kernel, the timing rounds), fed by the tuner too; a line per
+row and phase where the output is not a terminal."""
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
 from typing import Any
 
 from rich.console import Console
@@ -14,12 +17,23 @@ __all__ = ["BenchDisplay", "tuning_progress"]
 
 
 class BenchDisplay:
-    """Two progress bars: rows done, and the current phase (trials of a kernel, rounds)."""
+    """Two progress bars on a terminal: rows done, and the current phase (trials of a kernel,
+    rounds). Elsewhere (a log file, a pipe: the bars would show only when the run ends) a
+    line per row and per phase, with the time since the run began."""
 
     def __init__(self, console: Console, total: int) -> None:
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+        self.console = console
+        self.lines = not console.is_terminal
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, disable=self.lines
+        )
         self.rows = self.progress.add_task("bench", total=total)
         self.phase = self.progress.add_task("", total=None)
+        self._started = time.monotonic()
+
+    def _line(self, text: str) -> None:
+        if self.lines:
+            self.console.print(f"[{timedelta(seconds=round(time.monotonic() - self._started))}] {text}", highlight=False, markup=False, soft_wrap=True)
 
     def __enter__(self) -> BenchDisplay:
         self.progress.__enter__()
@@ -31,6 +45,7 @@ class BenchDisplay:
     def row(self, description: str) -> None:
         """Show the row being measured."""
         self.progress.update(self.rows, description=description)
+        self._line(description)
 
     def row_done(self) -> None:
         self._finish_phase()
@@ -41,6 +56,7 @@ class BenchDisplay:
         when the next step begins or the row ends: every bar reaches its end)."""
         self._finish_phase()
         self.progress.update(self.phase, description=f"  {description}", total=total or 1, completed=0)
+        self._line(f"  {description}")
 
     def _finish_phase(self) -> None:
         phase = next(task for task in self.progress.tasks if task.id == self.phase)
