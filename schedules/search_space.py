@@ -385,12 +385,12 @@ class SearchSpace(DimensionChoices):
 
     def heuristic_recipes(self) -> list[CpuRecipe]:
         """Hand-written starting points for the tuner, best guesses first: for a
-        convolution, each other algorithm's analytic recipe (im2col, Winograd F(2,3) and
-        F(4,3): the tuner tries the algorithms before variations of one, as cuDNN's
-        algorithm search does, so that a short budget still compares them); then for
-        contractions, BLIS-like recipes (register tile, packed panels, cache tiles of the
-        last dimension and the reduction); then the innermost output dimension last and
-        vectorised."""
+        convolution, one recipe per algorithm (im2col with the first BLIS-like recipe's
+        tiles, Winograd F(2,3) and F(4,3) with their analytic ones: the tuner compares the
+        algorithms before variations of one, as cuDNN's algorithm search does, so that a
+        short budget still reaches them); then for contractions, BLIS-like recipes
+        (register tile, packed panels, cache tiles of the last dimension and the
+        reduction); then the innermost output dimension last and vectorised."""
         result = []
         algorithms: list[CpuRecipe] = []
         registers = [c for c in (self.choices("register_tile") if self.depth else ()) if c != "none"]
