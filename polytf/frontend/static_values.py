@@ -169,30 +169,33 @@ class StaticValues:
         """
         tensor = self.resolve(tensor)
         node, port = split_tensor_name(tensor)
-        stack = [node]
+        # depth-first over the fan-in: (name, whether its producers were pushed); ``path``
+        # holds the nodes whose producers are being evaluated, so that a cycle of static ops
+        # (a damaged graph: a node fed by itself) is unknown instead of a walk without end
+        stack = [(node, False)]
+        path: set[str] = set()
         while stack:
-            name = stack[-1]
+            name, expanded = stack.pop()
             if name in self._values:
-                stack.pop()
                 continue
             node_def = self._nodes.get(name)
             if node_def is None:
                 raise GraphError(f"'{self.source}': node '{name}' is read but does not exist.")
             if node_def.op != "Const" and node_def.op not in STATIC_OPS:
                 self._values[name] = None  # its fan-in is never walked
-                stack.pop()
                 continue
             producers = self._producers(node_def)
-            if any(self._values.get(p, 0) is None for p in producers):  # an input already known to be unknown
-                self._values[name] = None
-                stack.pop()
+            if expanded:
+                path.discard(name)
+                unknown = any(self._values.get(p) is None for p in producers)
+                self._values[name] = None if unknown else self._evaluate(node_def)
                 continue
-            missing = [p for p in producers if p not in self._values]
-            if missing:
-                stack.extend(missing)
+            if any(self._values.get(p, 0) is None for p in producers) or name in producers or path.intersection(producers):
+                self._values[name] = None  # an input already known to be unknown, or a cycle
                 continue
-            stack.pop()
-            self._values[name] = self._evaluate(node_def)
+            path.add(name)
+            stack.append((name, True))
+            stack.extend((p, False) for p in producers if p not in self._values)
         if port != 0:
             return None
         return self._values[node]
