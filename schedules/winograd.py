@@ -674,21 +674,3 @@ def preferred_winograd(problem: WinogradProblem | None) -> str:
     if f4_cover is not None and f4_cover <= PREFERRED_MAX_COVER:
         return "winograd_f4x4_3x3"
     return ""
-    for m, algorithm in ((4, "winograd_f4x4_3x3"), (2, "winograd_f2x2_3x3")):
-        tiles_h, tiles_w = problem.tiles(m)
-        tiles = problem.batch * tiles_h * tiles_w
-        cover = tiles_h * tiles_w * m * m / (problem.height * problem.width)
-        if problem.in_channels < PREFERRED_MIN_CHANNELS or tiles < PREFERRED_MIN_TILES:
-            continue
-        if m == 4 and cover <= PREFERRED_MAX_COVER:
-            return algorithm
-        if m == 2 and cover <= PREFERRED_F2_MAX_COVER and problem.out_channels >= PREFERRED_F2_MIN_OUT_CHANNELS:
-            return algorithm
-    return ""
-    m = 4
-    tiles_h, tiles_w = problem.tiles(m)
-    tiles = problem.batch * tiles_h * tiles_w
-    cover = tiles_h * tiles_w * m * m / (problem.height * problem.width)
-    if problem.in_channels >= PREFERRED_MIN_CHANNELS and tiles >= PREFERRED_MIN_TILES and cover <= PREFERRED_MAX_COVER:
-        return "winograd_f4x4_3x3"
-    return ""
