@@ -18,10 +18,12 @@ Lowering (program order), with kernel-local temporaries ``M`` (row max), ``E``
 ``E`` is a temporary rather than the output itself so that no statement other than a
 reduction reads the element it writes.
 
-NaN and infinities (as TensorFlow's CPU kernel, which computes ``x - max(x)`` too): a row
-holding NaN or ``+inf``, or only ``-inf``, is NaN everywhere: ``exp(NaN)``, ``inf - inf``
-and ``-inf - (-inf)`` put a NaN into ``Z``. The row maximum may therefore skip NaN (``max``,
-``llvm.maxnum``, which vectorises as a reduction).
+NaN and infinities (as TensorFlow's Eigen CPU kernel, tensorflow/core/kernels/
+softmax_op_functor.h, which computes ``x - max(x)`` too): a row holding NaN or ``+inf``, or
+only ``-inf``, is NaN everywhere: ``exp(NaN)``, ``inf - inf`` and ``-inf - (-inf)`` put a NaN
+into ``Z``. The row maximum may therefore skip NaN (``max``, ``llvm.maxnum``, which vectorises
+as a reduction). TensorFlow's oneDNN kernel, which it uses on some hosts (AVX-512), differs on
+such rows: NaN only at the NaN and ``+inf`` positions, 0 elsewhere.
 """
 
 from __future__ import annotations
