@@ -356,8 +356,8 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
             return 0
         if trip is not None:
             if trip != AffineExpr.of(size):
-                if trip.is_constant:
-                    return 0
+                if trip.is_constant and (len(registers) != len(register_nodes) - 1 or not 0 < trip.constant < size):
+                    return 0  # a constant short count outside the vector dimension: the generic loops
                 runtime_checks.append((len(registers), start, trip, None, size))
         else:
             runtime_checks.append((len(registers), start, None, upper, size))
@@ -422,27 +422,43 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
             full_others = b.and_(full_others, check)
             short_rows.append((index, count))
 
+    # The zero fill and the epilogues stay fused (in registers) in a cut-short tile too when
+    # every vector access of the epilogues can be masked; else they run as loops around it.
+    fused_masked = all(epilogue.maskable() for epilogue in epilogues)
+
     def cut_short_last(tile: _Microkernel, generic) -> None:
         """A tile whose other register dimensions are whole and whose last (vector)
         dimension is cut short: masked vectors when every access allows them, else one
         column at a time, else ``generic()``."""
         if last_count is not None and tile.width > 1 and tile.maskable():
+            if fused_masked:
+                _emit_masked(tile, last_count, initial, epilogues)
+                return
+            loops_before()
             _emit_masked(tile, last_count)
+            loops_after()
             return
         column, offset = _column_emitter(generator, statement, tile.arguments, tile.registers, reduction_loops, env)
+        loops_before()
         if column is None:
-            generic()
+            generator._emit_node(mark.mark_get_node(), env)
         else:
             _emit_columns(generator, register_nodes[-1], column, offset, env)
+        loops_after()
+
+    def whole_last(tile: _Microkernel) -> None:
+        """A tile whose last (vector) dimension is whole (its rows may be cut short)."""
+        tile.emit(initial, epilogues)
 
     def generic() -> None:
+        loops_before()
         generator._emit_node(mark.mark_get_node(), env)
+        loops_after()
 
     with b.if_else(b.and_(full_others, full_last)) as (then, otherwise):
         with then:
             emitter.emit(initial, epilogues)
         with otherwise:
-            loops_before()
             # A tile cut short only in its last (vector) dimension, the usual case of an
             # extent that is not a multiple of the vector width: masked vectors (or columns).
             # A tile cut short in one other dimension (the last rows of a convolution's
@@ -455,10 +471,9 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
                     if len(short_rows) == 1:
                         row_iterator = tiles[short_rows[0][0]][1]
                         extent = statement.extents[statement.iterators.index(row_iterator)]
-                        _emit_short_rows(emitter, short_rows[0], extent, full_last, cut_short_last, generic)
+                        _emit_short_rows(emitter, short_rows[0], extent, full_last, whole_last, cut_short_last, generic)
                     else:
                         generic()
-            loops_after()
     return emitted
 
 
@@ -514,7 +529,9 @@ def _same_arguments(nest: _PointNest, emitter: _Microkernel) -> tuple:
     return tuple(expected)
 
 
-def _emit_short_rows(emitter: _Microkernel, short_row: tuple[int, ir.Value], extent: int, full_last: ir.Value, cut_short_last, generic) -> None:
+def _emit_short_rows(
+    emitter: _Microkernel, short_row: tuple[int, ir.Value], extent: int, full_last: ir.Value, whole_last, cut_short_last, generic
+) -> None:
     """The tile cut short in register dimension ``index`` (run-time row count ``count``,
     ``1 <= count < size``) gets a micro-kernel of its own with that many rows (fully
     unrolled, accumulators in registers); its last dimension may also be cut short.
@@ -536,19 +553,21 @@ def _emit_short_rows(emitter: _Microkernel, short_row: tuple[int, ir.Value], ext
         with this:
             with b.if_else(full_last) as (whole, short):
                 with whole:
-                    tile.emit()
+                    whole_last(tile)
                 with short:
                     cut_short_last(tile, generic)
         with other:
             generic()
 
 
-def _emit_masked(emitter: _Microkernel, count: ir.Value) -> None:
+def _emit_masked(emitter: _Microkernel, count: ir.Value, initial: float | None = None, epilogues: list[_Microkernel] = ()) -> None:
     """The register tile with only ``count`` (run time, ``0 < count < size``) valid columns
     in its vector dimension: one variant per number of vectors that hold valid columns
     (``ceil(count / width)``), each with its last vector masked (``llvm.masked.load`` and
     ``llvm.masked.store``, LLVM Language Reference), so no lane outside the tile is read or
-    written and no work is spent on vectors that are wholly outside."""
+    written and no work is spent on vectors that are wholly outside. ``initial`` and
+    ``epilogues`` as :meth:`_Microkernel.emit` (the epilogues' reads masked the same way:
+    each must be :meth:`_Microkernel.maskable`)."""
     b = emitter.g.builder
     width = emitter.width
     vectors = emitter.registers[-1].size // width
@@ -558,7 +577,7 @@ def _emit_masked(emitter: _Microkernel, count: ir.Value) -> None:
     def variant(active: int) -> None:
         emitter.masking = (lanes, active)
         try:
-            emitter.emit()
+            emitter.emit(initial, epilogues)
         finally:
             emitter.masking = None
 
@@ -826,7 +845,7 @@ class _Microkernel:
             values = []
             for index, point in enumerate(points):
                 epilogue.held = {access: point_values[index] for access, (_, point_values) in held.items()}
-                values.append(epilogue._value(epilogue.statement.value, point, epilogue.env, None, {}, None))
+                values.append(epilogue._value(epilogue.statement.value, point, epilogue.env, None, {}, masks[point]))
             epilogue.held = {}
             held[epilogue.statement.write] = (epilogue, values)
         for owner, values in held.values():
