@@ -7,6 +7,10 @@ TensorFlow is not installed.
 
 ``session_cache_dir`` (automatic) points ``POLYTF_CACHE_DIR`` at a folder of the session.
 
+``interruptible_session`` (automatic) gives the session Python's own Ctrl-C handler when it
+started with SIGINT ignored (a job started in the background of a non-interactive shell
+inherits SIG_IGN, and so would every process it starts): the Ctrl-C tests send SIGINT.
+
 ``postgresql_server`` starts a PostgreSQL server for the session and ``postgresql_url`` gives
 each test a new database on it (skipped without the binaries or the driver, except under
 ``POLYTF_REQUIRE_SYSTEM_TOOLS=1``: :mod:`system_tools`).
@@ -16,10 +20,24 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def interruptible_session():
+    """SIGINT raises KeyboardInterrupt in this process, and has its default action in the
+    processes it starts (an exec keeps an ignored signal ignored, resets a handled one), as
+    in a terminal, even when the session was started with SIGINT ignored."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session", autouse=True)
