@@ -348,7 +348,8 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
     tile_names = reduction_names | register_names
     registers: list[_RegisterLoop] = []
     runtime_checks = []
-    for loop, size in zip(register_nodes, sizes):
+    for register_index, (loop, size) in enumerate(zip(register_nodes, sizes)):
+        vector_dimension = register_index == len(sizes) - 1
         shape = _trip_form(loop)
         if shape is None:
             return 0
@@ -360,7 +361,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
             return 0
         if trip is not None:
             if trip != AffineExpr.of(size):
-                if trip.is_constant and (len(registers) != len(register_nodes) - 1 or not 0 < trip.constant < size):
+                if trip.is_constant and not (vector_dimension and 0 < trip.constant < size):
                     return 0  # a constant short count outside the vector dimension: the generic loops
                 runtime_checks.append((len(registers), start, trip, None, size))
         else:
@@ -430,7 +431,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
     # every vector access of the epilogues can be masked; else they run as loops around it.
     fused_masked = all(epilogue.maskable() for epilogue in epilogues)
 
-    def cut_short_last(tile: _Microkernel, generic) -> None:
+    def cut_short_last(tile: _Microkernel) -> None:
         """A tile whose other register dimensions are whole and whose last (vector)
         dimension is cut short: masked vectors when every access allows them, else one
         column at a time, else ``generic()``."""
@@ -443,11 +444,11 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
             loops_after()
             return
         column, offset = _column_emitter(generator, statement, tile.arguments, tile.registers, reduction_loops, env)
-        loops_before()
         if column is None:
-            generator._emit_node(mark.mark_get_node(), env)
-        else:
-            _emit_columns(generator, register_nodes[-1], column, offset, env)
+            generic()
+            return
+        loops_before()
+        _emit_columns(generator, register_nodes[-1], column, offset, env)
         loops_after()
 
     def whole_last(tile: _Microkernel) -> None:
@@ -470,7 +471,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
             # as BLIS handles edge cases with smaller micro-kernels (see _emit_short_rows).
             with b.if_else(full_others) as (rows_whole, rows_short):
                 with rows_whole:
-                    cut_short_last(emitter, generic)
+                    cut_short_last(emitter)
                 with rows_short:
                     if len(short_rows) == 1:
                         row_iterator = tiles[short_rows[0][0]][1]
@@ -559,7 +560,7 @@ def _emit_short_rows(
                 with whole:
                     whole_last(tile)
                 with short:
-                    cut_short_last(tile, generic)
+                    cut_short_last(tile)
         with other:
             generic()
 
