@@ -348,6 +348,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
     tile_names = reduction_names | register_names
     registers: list[_RegisterLoop] = []
     runtime_checks = []
+    constant_short_vector = False  # the vector dimension's trip is a constant below its size
     for register_index, (loop, size) in enumerate(zip(register_nodes, sizes)):
         vector_dimension = register_index == len(sizes) - 1
         shape = _trip_form(loop)
@@ -363,6 +364,7 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
             if trip != AffineExpr.of(size):
                 if trip.is_constant and not (vector_dimension and 0 < trip.constant < size):
                     return 0  # a constant short count outside the vector dimension: the generic loops
+                constant_short_vector = trip.is_constant
                 runtime_checks.append((len(registers), start, trip, None, size))
         else:
             runtime_checks.append((len(registers), start, None, upper, size))
@@ -390,6 +392,12 @@ def emit_microkernel(generator, mark: isl.AstNode, env: dict[str, ir.Value], pro
 
     emitter = _Microkernel(generator, statement, arguments, registers, reduction_loops, env)
     if not emitter.analyse():
+        return 0
+    if constant_short_vector and not (emitter.width > 1 and emitter.maskable()):
+        # every tile is cut short and would run column by column: the generic loops instead.
+        # (Column loops of a max reduction over 9 elements (Softmax's row maximum, a register
+        # tile of 16 rows over 5) were vectorised by LLVM 22 into a loop whose only exit is
+        # finding a NaN: a kernel that never returned.)
         return 0
     initial, prologue, epilogues = _fused_nests(generator, emitter, register_nodes, prologue_node, following, env)
     if prologue_node is not None and prologue is None:

@@ -20,7 +20,6 @@ from roundtrip import AVX2_LIMITS, AVX512_LIMITS, LEGAL, TARGET, roundtrip
 
 from polytf.graph import Node
 from polytf.schedules.analytic_recipe import CacheSizes, analytic_blocking, balanced_tile, even_rows
-from polytf.schedules.recipe import CpuRecipe
 from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 from polytf.schedules.validation import validate_recipe
@@ -142,31 +141,6 @@ def test_outputs_between_one_and_two_vectors_get_one_masked_tile():
     assert one_vector.register_columns == 16
     wide = analytic_blocking(anchor, shared_band_depth(kernel.scop), 8, 16, CACHES, 2, *reads)
     assert wide.register_columns == 16  # AVX2: 24 >= 2 x 8 lanes
-
-
-def test_a_masked_tile_keeps_its_zero_fill_and_epilogue_in_registers():
-    """A register tile cut short in its vector dimension (20 of 32 columns), with a bias and
-    a residual add after it: emitted as the micro-kernel with masked vectors, the epilogue
-    applied to the accumulators before one masked store each (no zero-fill loop, no second
-    sweep of the output), and the result right."""
-    graph = build_graph(
-        [
-            placeholder("x", (40, 20)),
-            const("w", np.random.default_rng(0).standard_normal((20, 20)).astype(np.float32)),
-            Node("mm", "MatMul", ("x:0", "w:0"), attrs={"transpose_a": False, "transpose_b": False}),
-            const("b", np.arange(20, dtype=np.float32)),
-            Node("bias", "BiasAdd", ("mm:0", "b:0"), attrs={"data_format": "NHWC"}),
-            placeholder("r", (40, 20)),
-            Node("add", "AddV2", ("bias:0", "r:0")),
-        ],
-        ("add:0",),
-    )
-    (kernel,) = kernels_of(graph)
-    recipe = CpuRecipe(tile_sizes=(40, 32), tile_order=(0, 1), reduction_tile_sizes=(0,), point_order=("d0", "d1", "r0"), register_tile_sizes=(4, 32))
-    ir_text = TARGET.compile(kernel.scop, recipe, {}).llvm_ir
-    assert "llvm.masked.store" in ir_text and "memset" not in ir_text
-    result = roundtrip(kernel, recipe, 2)
-    assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
 
 
 def test_a_depthwise_input_counts_as_activations_not_weights():

@@ -15,6 +15,7 @@ from hand_built_graphs import (
     graph_conv_bias_relu,
     graph_matmul_bias_relu,
     graph_maxpool,
+    graph_softmax,
     kernels_of,
     placeholder,
 )
@@ -304,3 +305,40 @@ def test_epilogues_run_on_the_accumulators_of_whole_and_partial_tiles(monkeypatc
     unfused = TARGET.compile(kernel.scop, recipe)
     assert bench.verify(unfused, 2, CHECK)[0] is None
     assert np.array_equal(bench.arrays[bench.index[output]], fused_values)
+
+
+def test_a_masked_tile_keeps_its_zero_fill_and_epilogue_in_registers():
+    """A register tile cut short in its vector dimension (20 of 32 columns), with a bias and
+    a residual add after it: emitted as the micro-kernel with masked vectors, the epilogue
+    applied to the accumulators before one masked store each (no zero-fill loop, no second
+    sweep of the output), and the result right."""
+    graph = build_graph(
+        [
+            placeholder("x", (40, 20)),
+            const("w", np.random.default_rng(0).standard_normal((20, 20)).astype(np.float32)),
+            Node("mm", "MatMul", ("x:0", "w:0"), attrs={"transpose_a": False, "transpose_b": False}),
+            const("b", np.arange(20, dtype=np.float32)),
+            Node("bias", "BiasAdd", ("mm:0", "b:0"), attrs={"data_format": "NHWC"}),
+            placeholder("r", (40, 20)),
+            Node("add", "AddV2", ("bias:0", "r:0")),
+        ],
+        ("add:0",),
+    )
+    (kernel,) = kernels_of(graph)
+    recipe = CpuRecipe(tile_sizes=(40, 32), tile_order=(0, 1), reduction_tile_sizes=(0,), point_order=("d0", "d1", "r0"), register_tile_sizes=(4, 32))
+    text = TARGET.compile(kernel.scop, recipe, {}).llvm_ir  # optimised: a zero-fill loop is a memset there
+    assert "llvm.masked.store" in text and "memset" not in text
+    assert _verify(kernel, recipe) is None, recipe
+
+
+def test_a_tile_cut_short_to_a_constant_that_cannot_be_masked_takes_the_generic_loops():
+    """Softmax of 5 x 9 with a register tile of one vector over its 5 rows: every tile is cut
+    short to the constant 5, and the row maximum reads its input with a stride of 9 (a gather:
+    no masked form), so the generic loops run it (no micro-kernel accumulators), and the result
+    is right. Run column by column instead, the max reduction was vectorised by LLVM 22 into a
+    loop whose only exit was finding a NaN: the kernel never returned."""
+    kernel = kernels_of(graph_softmax())[0]
+    lanes = TARGET.vector_lanes
+    recipe = CpuRecipe(tile_sizes=(lanes,), reduction_tile_sizes=(9,), point_order=("d0", "r0"), unroll=2, register_tile_sizes=(lanes,))
+    assert "accumulator" not in TARGET.emit_llvm_ir(kernel.scop, recipe)
+    assert _verify(kernel, recipe) is None
