@@ -112,6 +112,7 @@ class BenchRun(abc.ABC):
             "trials_per_kernel": self.trials_setting(),
             "rounds": options.rounds,
             "repeats": options.repeats,
+            "min_round_s": options.min_round_s,
             "warmup": options.warmup,
             "cache": "no tuning" if options.trials == 0 else "records reused from --cache-dir" if options.cache_dir else "fresh cache: every kernel tuned in this run",
             "seed": options.seed,

@@ -14,6 +14,7 @@ one round of each baseline; every figure is the median of the round medians.
 from __future__ import annotations
 
 import importlib.util
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -42,7 +43,27 @@ from polytf.runtime.machine_load import check_machine_load
 from polytf.runtime.model import Model
 from polytf.runtime.sample_inputs import sample_inputs
 
-__all__ = ["CpuBenchRun", "convolution_summary"]
+__all__ = ["MAX_CALLS_PER_ROUND", "CpuBenchRun", "calls_per_round", "convolution_summary"]
+
+#: the most timed calls of one system in one round, however fast the row's model
+MAX_CALLS_PER_ROUND = 1000
+
+
+def calls_per_round(latency_s: float, repeats: int, min_round_s: float) -> int:
+    """Timed calls of each system per round of a row whose polytf call takes ``latency_s``
+    seconds: ``repeats``, or as many as fill ``min_round_s`` seconds of polytf calls when that
+    is more (at most :data:`MAX_CALLS_PER_ROUND`). A sub-millisecond model timed 10 times per
+    round gives a median of a few calls, which one burst of a shared machine's noise moves by
+    10-30%; a few hundred calls do not.
+
+    Args:
+        latency_s: one polytf call, seconds (a short probe before the rounds).
+        repeats: ``--repeats``, the least number of calls.
+        min_round_s: ``--min-round-time``, seconds; 0: ``repeats``.
+    """
+    if min_round_s <= 0 or not latency_s > 0 or not math.isfinite(latency_s):
+        return repeats
+    return max(repeats, min(MAX_CALLS_PER_ROUND, math.ceil(min_round_s / latency_s)))
 
 
 def _finite(value: float | None) -> float | None:
@@ -234,7 +255,8 @@ class CpuBenchRun(BenchRun):
             }
         self.check_machine_load(threads, result)
         display.step(f"{label}: timing", options.rounds)
-        rounds = self.time_rounds(model, untuned, arrays, worker, loaded["systems"], display)
+        calls = calls_per_round(round_median_s(lambda: model(**arrays), 3, 1), options.repeats, options.min_round_s)
+        rounds = self.time_rounds(model, untuned, arrays, worker, loaded["systems"], display, calls)
         systems: dict[str, dict[str, Any]] = {s: {"median_s": statistics.median(r), "round_medians_s": r} for s, r in rounds.items()}
         for system, error in loaded["errors"].items():
             systems[system] = {"error": error}
@@ -255,6 +277,7 @@ class CpuBenchRun(BenchRun):
             "flops": flops,
             "executed_flops": executed,
             "kernels": len(model.kernels),
+            "calls_per_round": calls,
             "tuning": {
                 "wall_s": tune_wall_s,
                 "elapsed_s": report.elapsed_s,
@@ -294,12 +317,16 @@ class CpuBenchRun(BenchRun):
             self.busy_noted = True
             result["notes"].append(f"Timings unreliable: {load.message(threads, 'timing the systems')}.")
 
-    def time_rounds(self, model: Model, untuned: Model, arrays: dict, worker: BaselineWorker, baselines: list[str], display: BenchDisplay) -> dict[str, list[float]]:
+    def time_rounds(
+        self, model: Model, untuned: Model, arrays: dict, worker: BaselineWorker, baselines: list[str], display: BenchDisplay, repeats: int | None = None
+    ) -> dict[str, list[float]]:
         """Per system, the median of each round, seconds: a polytf round (``model(**arrays)``), an
         untuned round (the same call of the model built with default recipes; none when ``untuned``
         is ``model``: its rounds are the tuned ones), a kernels-only round (inputs bound once),
-        then one round of each baseline in the child."""
-        repeats, warmup = self.options.repeats, self.options.warmup
+        then one round of each baseline in the child. A round is ``repeats`` timed calls of one
+        system (default ``--repeats``; :func:`calls_per_round` for a fast model)."""
+        repeats = repeats or self.options.repeats
+        warmup = self.options.warmup
         rounds: dict[str, list[float]] = {"polytf": [], "polytf_untuned": [], "polytf_kernels": [], **{s: [] for s in baselines}}
         for _ in range(self.options.rounds):
             time.sleep(SETTLE_S)

@@ -188,7 +188,14 @@ def cpu_markdown(result: dict[str, Any], png_name: str | None = None) -> str:
         )
         + f" ({settings.get('cache')}); *untuned* is the same model built with default recipes (an empty cache). "
         f"Each time is the median of {settings.get('rounds')} round medians; a round is {settings.get('warmup')} untimed calls and "
-        f"{settings.get('repeats')} timed calls of one system, rounds alternating between systems. Every call "
+        f"{settings.get('repeats')} timed calls of one system"
+        + (
+            f" (a model faster than that gets as many calls as fill {settings['min_round_s']:g} s, every system of its row the same: "
+            "the row's *calls per round* below)"
+            if settings.get("min_round_s")
+            else ""
+        )
+        + ", rounds alternating between systems. Every call "
         "returns numpy arrays (polytf: `model(**inputs)`, copying inputs in and outputs out; TF/XLA: `tf.function` on the same GraphDef, "
         "on input tensors made once before timing, outputs fetched with `.numpy()`); "
         "*polytf kernels* is the model's kernels run in sequence on inputs bound once (no input checks, no output arrays); "
@@ -327,6 +334,7 @@ def row_section(row: dict[str, Any]) -> list[str]:
         lines.append(
             f"- Tuning: {tuning.get('wall_s', 0):.1f} s wall, {tuning.get('new_trials', 0)} new trials "
             f"({tuning.get('failed_trials', 0)} failed), {plural(row.get('kernels', len(kernels)), 'kernel')}."
+            + (f" Timed with {row['calls_per_round']} calls per round." if row.get("calls_per_round") else "")
         )
     summary = row.get("convolutions") or {}
     if summary:

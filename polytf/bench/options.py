@@ -27,7 +27,11 @@ class BenchOptions:
         trials: trials per kernel (``None``: polytf's default, 20; on the GPU 0 is allowed:
             no tuning, the default recipes are measured as "tuned" too).
         rounds: timing rounds per system.
-        repeats: timed calls per round.
+        repeats: timed calls per round (at least; see ``min_round_s``).
+        min_round_s: on the CPU, a row whose tuned model takes less than ``min_round_s /
+            repeats`` per call gets more calls per round, as many as fill ``min_round_s``
+            seconds of its calls (at most :data:`polytf.bench.cpu_bench.MAX_CALLS_PER_ROUND`),
+            every system of the row the same number; 0: ``repeats`` calls for every row.
         warmup: untimed calls before each round.
         out: report path without suffix (``OUT.md``, ``OUT.json``, ``OUT.png``); ``None``:
             the target's, ``results/bench`` or ``results/bench_cuda``.
@@ -48,6 +52,7 @@ class BenchOptions:
     trials: int | None = None
     rounds: int = 5
     repeats: int = 30
+    min_round_s: float = 0.0
     warmup: int = 3
     out: Path | None = None
     cache_dir: Path | None = None
@@ -66,6 +71,7 @@ def options_from_arguments(args: Any) -> BenchOptions:
         trials=args.trials,
         rounds=args.rounds,
         repeats=args.repeats,
+        min_round_s=getattr(args, "min_round_time", 0.0) or 0.0,
         warmup=args.warmup,
         out=Path(args.out) if args.out else None,
         cache_dir=Path(args.cache_dir) if args.cache_dir else None,

@@ -119,6 +119,8 @@ def _command(options: BenchOptions, plan: list, kind: type[BenchRun]) -> str:
     if options.time_budget_s is not None:
         words += ["--time-budget", f"{options.time_budget_s:g}s"]
     words += ["--rounds", str(options.rounds), "--repeats", str(options.repeats), "--warmup", str(options.warmup)]
+    if options.target == "cpu":
+        words += ["--min-round-time", f"{options.min_round_s:g}"]
     if not options.tensorflow:
         words.append("--no-tensorflow")
     return " ".join(words)

@@ -169,6 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--trials", type=_whole_number(0), help="trials per kernel (default 20; with --target cuda, 0 measures the default recipes untuned)")
     bench.add_argument("--rounds", type=_whole_number(1), default=5, help="timing rounds per system; the figure is the median of round medians (default 5)")
     bench.add_argument("--repeats", type=_whole_number(1), default=30, help="timed calls per round (default 30)")
+    bench.add_argument(
+        "--min-round-time",
+        metavar="SECONDS",
+        type=_quantity("seconds", zero_allowed=True),
+        default=0.2,
+        help="a model faster than SECONDS/REPEATS per call gets more calls per round, as many as fill SECONDS (at most 1000), "
+        "every system of its row the same number, so a sub-millisecond row is not a median of a few noisy calls "
+        "(default 0.2; 0: --repeats calls for every row; CPU only)",
+    )
     bench.add_argument("--warmup", type=_whole_number(0), default=3, help="untimed calls before each round (default 3)")
     bench.add_argument(
         "--out", help="report path without suffix: writes OUT.md, OUT.json, OUT.png (default results/bench, results/bench_cuda with --target cuda)"

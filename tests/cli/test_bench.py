@@ -178,6 +178,9 @@ def test_bench_zoo_matmul_with_tensorflow_and_xla(tmp_path):
     result, text = check_report(out, ["matmul 32x48x40"], ["numpy", "tensorflow", "xla"])
     row = result["rows"][0]
     assert row["flops"] == 2 * 32 * 48 * 40
+    # a microsecond model gets more calls per round than --repeats 3: those of --min-round-time 0.2 s
+    assert 3 < row["calls_per_round"] <= 1000 and f"Timed with {row['calls_per_round']} calls per round." in text
+    assert "--min-round-time 0.2" in result["settings"]["command"]
     assert all(error < 1e-3 for error in row["baseline_max_abs_error_vs_numpy"].values())
     assert result["machine"]["tensorflow"] and f"TensorFlow: {result['machine']['tensorflow']}" in text
     assert "| TF ms | XLA ms |" in text and "| untuned / TF | tuned / TF |" in text
