@@ -47,9 +47,10 @@ from polytf.schedules.recipe import ScheduleRecipe
 
 
 def describe_exit(exitcode: int | None, stderr_text: str) -> str:
-    """Why a worker died: ``LLVM abort: <its LLVM ERROR line>``, ``signal 11 (SIGSEGV)`` or
-    ``worker exited with status N`` (with the last line it wrote to stderr, e.g. the
-    exception that ended it)."""
+    """Why a worker died: ``LLVM abort: <its LLVM ERROR line>``, ``signal 11 (SIGSEGV)``
+    (``signal 6 (SIGABRT): <the last line it wrote to stderr>``, e.g. ``free(): invalid
+    pointer``) or ``worker exited with status N`` (with the last line it wrote to stderr, e.g.
+    the exception that ended it)."""
     lines = [line.strip() for line in stderr_text.splitlines() if line.strip()]
     llvm_lines = [line for line in lines if "LLVM ERROR" in line]
     if llvm_lines:
@@ -59,7 +60,10 @@ def describe_exit(exitcode: int | None, stderr_text: str) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = "unknown signal"
-        return f"signal {-exitcode} ({name})"
+        # abort() follows the message of whatever called it (glibc's heap checks, C++'s
+        # terminate): the line that says why
+        said = f": {lines[-1][:300]}" if lines and -exitcode == signal.SIGABRT else ""
+        return f"signal {-exitcode} ({name}){said}"
     last = f": {lines[-1][:300]}" if lines else ""
     return f"worker exited with status {exitcode}{last}"
 
@@ -203,15 +207,38 @@ class CandidateEvaluator:
         self._busy = False
         #: workers started (or taken idle) so far: the first, and one after each crash or timeout
         self.workers_started = 0
+        #: why the idle worker this evaluator took could not take its kernel (None: it could,
+        #: or none was idle): a new worker replaced it
+        self.idle_worker_failure: str | None = None
 
     # -- the worker -------------------------------------------------------------------------
     def _start(self) -> None:
+        """A worker for this kernel: an idle one (:class:`_IdleWorkers`), else a new one. An
+        idle worker that dies or fails when given the kernel is replaced by a new worker: only a
+        new worker's failure is the kernel's error (an idle worker that had served earlier
+        kernels' trials once aborted there, and took a DenseNet121 tuning down with it).
+
+        Raises:
+            TuningError: a new worker did not start, or cannot use the target here.
+        """
         idle = _IDLE.take()
         if idle is not None:
             self._process, self._connection, self._stderr_fd, self._environment = idle.process, idle.connection, idle.stderr_fd, idle.environment
-        else:
-            self._launch()
+            self.workers_started += 1
+            self.idle_worker_failure = self._give_kernel()
+            if self.idle_worker_failure is None:
+                return
+            self._stop()
+        self._launch()
         self.workers_started += 1
+        reply = self._give_kernel()
+        if reply is not None:
+            self._stop()
+            raise TuningError(f"kernel {self.kernel.scop.name}: the tuning worker process did not start: {reply}")
+
+    def _give_kernel(self) -> str | None:
+        """Send the kernel to the worker: None once it is ready, else why not (it died, ran
+        over the start time-out, or cannot use the target)."""
         try:
             constants = constant_arrays(self.kernel)  # their packing runs ahead of time, as in a model
             self._connection.send(
@@ -223,9 +250,7 @@ class CandidateEvaluator:
             reply = self._receive(self.start_timeout_s)
         if isinstance(reply, tuple) and reply[0] == "failure":  # the worker cannot use the target here
             reply = reply[1]
-        if isinstance(reply, str):
-            self._stop()
-            raise TuningError(f"kernel {self.kernel.scop.name}: the tuning worker process did not start: {reply}")
+        return reply if isinstance(reply, str) else None
 
     def _launch(self) -> None:
         """Start a new worker process."""

@@ -43,6 +43,7 @@ bound once, without a copy per call.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -196,7 +197,11 @@ class BaselineSession:
         self, model: str, inputs: Mapping[str, str], outputs: Sequence[str], warmup: int = 3, outputs_file: str | None = None
     ) -> dict[str, Any]:
         """Make the systems ready to time; with ``outputs_file``, TensorFlow's outputs (when it
-        runs) are also written there (``.npz``, keyed by output name) for the parent to compare."""
+        runs) are also written there (``.npz``, keyed by output name) for the parent to compare.
+        The previous model's systems are released first: two rows' compiled models at once
+        (a batch-8 CNN's in TensorFlow, XLA, OpenVINO and ONNX Runtime) are gigabytes."""
+        self.systems = {}
+        gc.collect()
         feeds = {name: np.load(path) for name, path in inputs.items()}
         graph = NumpyGraph(model, outputs=list(outputs), input_shapes={n: a.shape for n, a in feeds.items()})
         expected = graph(**feeds)

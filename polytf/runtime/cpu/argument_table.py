@@ -15,6 +15,7 @@ Tables are not shared between threads: each execution context
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 
 import numpy as np
 
@@ -109,11 +110,17 @@ class ArgumentTable:
         for offset, info in enumerate(self.kernel.scratch_arrays):
             self.bind(first + offset, aligned_zeros(info.shape, info.dtype))
 
-    def allocate_unbound(self) -> None:
-        """Bind a fresh 64-byte aligned buffer to every slot still unbound."""
+    def allocate_unbound(self, allocate: Callable[[str, tuple[int, ...], str, bool], np.ndarray] | None = None) -> None:
+        """Bind a fresh 64-byte aligned buffer to every slot still unbound (zero-filled for a
+        scratch array). ``allocate(name, shape, dtype, zeroed)`` makes the buffers instead
+        when given (the tuning bench's guard zones: :mod:`polytf.runtime.cpu.guard_zones`)."""
         for slot, info in enumerate(self.kernel.arrays):
             if self._bound[slot] is None:
-                self.bind(slot, aligned_zeros(info.shape, info.dtype) if info.role == "scratch" else aligned_empty(info.shape, info.dtype))
+                zeroed = info.role == "scratch"
+                if allocate is not None:
+                    self.bind(slot, allocate(info.name, tuple(info.shape), info.dtype, zeroed))
+                else:
+                    self.bind(slot, aligned_zeros(info.shape, info.dtype) if zeroed else aligned_empty(info.shape, info.dtype))
 
     def bound_arrays(self) -> tuple[np.ndarray, ...]:
         """Every array bound now, slot order (what one call of the kernel may touch)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,11 +16,11 @@ import numpy as np
 
 from polytf.config import MeasurementConfig
 from polytf.lowering.lowered_kernel import LoweredKernel
-from polytf.plan.buffers import aligned_copy, aligned_empty
 from polytf.plan.constant_layout import packed_constants
 from polytf.poly.access_bounds import run_time_index_checks
 from polytf.poly.scop import Scop
 from polytf.runtime.cpu.argument_table import ArgumentTable
+from polytf.runtime.cpu.guard_zones import GuardedArrays
 from polytf.schedules.winograd import verification_tolerance
 from polytf.targets.cache_flush import cache_flusher
 from polytf.targets.target import CompiledKernel
@@ -144,9 +145,16 @@ class KernelBench:
         self.scop = scop
         self.inputs = dict(inputs)
         self.expected = dict(expected)
+        # every array between guard zones: a write outside one fails the candidate
+        # (:meth:`verify`) instead of corrupting this process's heap
+        self.guards = GuardedArrays()
+        self._scratch_guards: weakref.WeakKeyDictionary[ArgumentTable, GuardedArrays] = weakref.WeakKeyDictionary()
         self.arrays = []
         for info in scop.arrays:
-            self.arrays.append(aligned_copy(self.inputs[info.name], info.dtype) if info.name in self.inputs else aligned_empty(info.shape, info.dtype))
+            if info.name in self.inputs:
+                self.arrays.append(self.guards.copy(info.name, self.inputs[info.name], info.dtype))
+            else:
+                self.arrays.append(self.guards.empty(info.name, tuple(info.shape), info.dtype))
         self.index = {info.name: i for i, info in enumerate(scop.arrays)}
 
     def table(self, compiled: CompiledKernel) -> ArgumentTable:
@@ -159,7 +167,13 @@ class KernelBench:
             values = {info.name: self.arrays[self.index[info.name]] for info in self.scop.arrays if info.role == "input"}
             for name, packed in packed_constants(compiled, values).items():
                 table.bind(table.slot(name), packed)
-        table.allocate_unbound()  # zero-filled scratch: packed panels, padded and im2col copies
+        scratch = GuardedArrays()
+
+        def allocate(name: str, shape: tuple[int, ...], dtype: str, zeroed: bool) -> np.ndarray:
+            return scratch.zeros(name, shape, dtype) if zeroed else scratch.empty(name, shape, dtype)
+
+        table.allocate_unbound(allocate)  # zero-filled scratch: packed panels, padded and im2col copies
+        self._scratch_guards[table] = scratch
         return table
 
     def verify(self, compiled: CompiledKernel, threads: int, config: MeasurementConfig, table: ArgumentTable | None = None) -> tuple[str | None, float]:
@@ -174,7 +188,12 @@ class KernelBench:
         for info in self.scop.arrays:
             if info.role != "input":
                 self.arrays[self.index[info.name]][...] = unwritten_fill(info.dtype)
-        (table or self.table(compiled)).run(threads)
+        table = table or self.table(compiled)
+        table.run(threads)
+        scratch = self._scratch_guards.get(table)
+        outside = self.guards.violation() or (scratch.violation() if scratch is not None else None)
+        if outside is not None:
+            return f"out-of-bounds write: {outside}", float("inf")
         config = verification_tolerance(compiled.recipe, config)  # a Winograd recipe rounds differently
         return compare_outputs({name: self.arrays[self.index[name]] for name in self.expected}, self.expected, config)
 

@@ -255,3 +255,48 @@ def test_a_healthy_worker_is_kept_idle_and_serves_the_next_kernel(kernel, monkey
         assert crashing._process is None
     isolation._IDLE.stop_all()
     assert process.poll() is not None
+
+
+def test_an_idle_worker_that_dies_when_given_its_kernel_is_replaced_by_a_new_one(kernel, monkeypatch):
+    import socket
+    import tempfile
+    from multiprocessing.connection import Connection
+
+    from polytf.autotune import isolation
+
+    isolation._IDLE.stop_all()
+    # an "idle worker" that aborts, after a glibc-like message, on the first message it receives
+    ours, theirs = socket.socketpair()
+    stderr_fd, stderr_path = tempfile.mkstemp()
+    os.unlink(stderr_path)
+    broken = subprocess.Popen(
+        [sys.executable, "-c", f"import os, socket; s = socket.socket(fileno={theirs.fileno()}); s.recv(1); os.write(2, b'free(): invalid pointer\\n'); os.abort()"],
+        pass_fds=(theirs.fileno(),),
+        stderr=stderr_fd,
+    )
+    theirs.close()
+    idle = isolation._Worker(broken, Connection(ours.detach()), stderr_fd, isolation._environment())
+    monkeypatch.setattr(isolation._IDLE, "take", lambda: idle)
+    with CandidateEvaluator(kernel, 1) as evaluator:
+        measured = evaluator.evaluate(CpuRecipe())
+        assert isinstance(measured, Measurement) and measured.ok, "the new worker measures the kernel"
+        assert evaluator.workers_started == 2 and evaluator._process is not broken
+        assert evaluator.idle_worker_failure == "signal 6 (SIGABRT): free(): invalid pointer"
+    assert broken.wait(timeout=10) == -signal.SIGABRT
+    isolation._IDLE.stop_all()
+
+
+def test_a_new_worker_that_cannot_start_is_the_kernels_error(kernel, monkeypatch):
+    from polytf.autotune import isolation
+
+    isolation._IDLE.stop_all()
+    monkeypatch.setattr(isolation._IDLE, "take", lambda: None)
+    monkeypatch.setattr(sys, "executable", "/bin/false")  # the worker exits at once
+    with pytest.raises(TuningError, match="the tuning worker process did not start: worker exited with status 1"):
+        with CandidateEvaluator(kernel, 1, start_timeout_s=20) as evaluator:
+            evaluator.evaluate(CpuRecipe())
+
+
+def test_an_abort_says_the_line_written_before_it():
+    assert describe_exit(-6, "free(): invalid pointer\n") == "signal 6 (SIGABRT): free(): invalid pointer"
+    assert describe_exit(-11, "an older line\n") == "signal 11 (SIGSEGV)"

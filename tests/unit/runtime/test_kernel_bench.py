@@ -70,3 +70,18 @@ def test_every_timed_call_follows_a_flush_of_the_kernels_arrays(small_kernels, m
     flusher.calls.clear()
     bench.time(compiled, 1, MeasurementConfig(repeats=3, min_repeat_s=0.0, flush_caches=False), table=table)
     assert flusher.calls == []
+
+
+def test_a_write_outside_an_array_fails_the_candidate(small_kernels):
+    import ctypes
+
+    kernel = small_kernels("matmul_bias_relu")[0]
+    compiled = TARGET.compile(kernel.scop, CpuRecipe())
+    bench = KernelBench(kernel)
+    table = bench.table(compiled)
+    output = bench.arrays[bench.index[next(iter(bench.expected))]]
+    ctypes.memset(output.ctypes.data + output.nbytes + 8, 0, 4)  # what a kernel storing a vector too far does
+    error, _ = bench.verify(compiled, 1, MeasurementConfig(), table)
+    assert error is not None and error.startswith("out-of-bounds write: wrote outside array")
+    assert "4 bytes changed up to 12 bytes past its end" in error
+    assert bench.verify(compiled, 1, MeasurementConfig(), table)[0] is None, "the zone is refilled: the next call is judged alone"
