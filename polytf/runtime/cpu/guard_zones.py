@@ -65,6 +65,11 @@ class GuardedArrays:
         array[...] = value
         return array
 
+    def allocate(self, name: str, shape: tuple[int, ...], dtype: str, zeroed: bool) -> np.ndarray:
+        """:meth:`zeros` or :meth:`empty`: the allocator that
+        :meth:`polytf.runtime.cpu.argument_table.ArgumentTable.allocate_unbound` takes."""
+        return self.zeros(name, shape, dtype) if zeroed else self.empty(name, shape, dtype)
+
     def violation(self) -> str | None:
         """The first write outside an array, as ``"wrote outside array NAME: N bytes changed
         up to K bytes past its end"`` (or ``before its start``), or None. The zones are

@@ -168,11 +168,7 @@ class KernelBench:
             for name, packed in packed_constants(compiled, values).items():
                 table.bind(table.slot(name), packed)
         scratch = GuardedArrays()
-
-        def allocate(name: str, shape: tuple[int, ...], dtype: str, zeroed: bool) -> np.ndarray:
-            return scratch.zeros(name, shape, dtype) if zeroed else scratch.empty(name, shape, dtype)
-
-        table.allocate_unbound(allocate)  # zero-filled scratch: packed panels, padded and im2col copies
+        table.allocate_unbound(scratch.allocate)  # zero-filled scratch: packed panels, padded and im2col copies
         self._scratch_guards[table] = scratch
         return table
 

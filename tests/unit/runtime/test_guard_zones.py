@@ -17,6 +17,7 @@ def test_arrays_are_aligned_and_hold_their_values():
     assert copied.ctypes.data % 64 == 0 and zeros.ctypes.data % 64 == 0
     np.testing.assert_array_equal(copied, value)
     assert zeros.dtype == np.int64 and not zeros.any()
+    assert not guards.allocate("S1", (5,), "float32", zeroed=True).any()  # as ArgumentTable.allocate_unbound asks
     copied[...] = -1  # writing inside is no violation
     assert guards.violation() is None
 
