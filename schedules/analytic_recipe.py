@@ -26,7 +26,10 @@ and the cache sizes of :class:`CacheSizes`:
   AVX2, 12 x 32 on AVX-512), then evened out over the extent (14 rows: two tiles of 7,
   not 12 + 2), and when the evened rows leave a third of the accumulators unused, ``nr``
   grows to three vectors (7 rows: ``4 x 24``, not ``4 x 16``; 30% faster on ResNet50's
-  7x7x512 3x3 convolutions, one thread, caches flushed); when a read indexes the vectorised dimension through a floor division (a
+  7x7x512 3x3 convolutions, one thread, caches flushed), except where the threads share
+  the weights' panels and three-vector panels would give one thread more columns than
+  two-vector ones (512 channels on 2 threads: 6 panels of 48 against 5, where 8 of 32
+  each measured 9% faster in the model on AVX-512); when a read indexes the vectorised dimension through a floor division (a
   grouped convolution's ``floor(o / Og)``), ``nr`` is a multiple of that divisor too (and of
   ``L``): a register tile of whole groups keeps the index affine in the micro-kernel
   (4 x 24 for 24 outputs per group on AVX2);
@@ -224,11 +227,6 @@ def analytic_blocking(
     rows = even_rows(row_extent, most_rows) if depth > 1 else 0
     if rows == 1:
         rows = 0
-    wider = lanes * min(3, budget // rows) if rows and columns == 2 * lanes else columns
-    if wider > columns and last >= 2 * wider:
-        # evened-out rows leave accumulators unused (7 output columns: tiles of 4 and 3 rows
-        # of 2 vectors, 8 and 6 accumulators): a third vector per row fills them (4 x 24)
-        columns = wider
     reduction_tile = 0
     reduction = math.prod(extents[r] for r in reductions)
     long = extents[reductions[0]] if len(reductions) == 1 else 0
@@ -236,14 +234,32 @@ def analytic_blocking(
         blocks = -(-long // REDUCTION_BLOCK)
         reduction_tile = round_up(-(-long // blocks), lanes)  # even blocks: 576 is not 256 + 256 + 64
         reduction = reduction_tile
-    panel_columns = caches.l2_bytes // 2 // max(1, reduction * 4)
-    column_tile = _round_down(panel_columns, columns)
-    column_tile = min(column_tile, round_up(last, columns))
     weights_bytes = sum(size for _, size in vectorised_reads)
     activation_bytes = sum(size for _, size in other_reads)
     weights_outer = bool(vectorised_reads) and weights_bytes >= activation_bytes
-    if weights_outer and threads > 1:
-        column_tile = balanced_tile(last, min(column_tile, _round_down(-(-last // threads), columns)), columns, threads)
+    shared_columns = weights_outer and threads > 1
+
+    def column_tile_of(columns: int) -> int:
+        panel_columns = caches.l2_bytes // 2 // max(1, reduction * 4)
+        tile = min(_round_down(panel_columns, columns), round_up(last, columns))
+        if shared_columns:
+            tile = balanced_tile(last, min(tile, _round_down(-(-last // threads), columns)), columns, threads)
+        return tile
+
+    def busiest_columns(columns: int) -> int:
+        tile = column_tile_of(columns)
+        return -(-(-(-last // tile)) // threads) * tile
+
+    wider = lanes * min(3, budget // rows) if rows and columns == 2 * lanes else columns
+    if wider > columns and last >= 2 * wider and (not shared_columns or busiest_columns(wider) * 32 <= busiest_columns(columns) * 33):
+        # evened-out rows leave accumulators unused (7 output columns: tiles of 4 and 3 rows
+        # of 2 vectors, 8 and 6 accumulators): a third vector per row fills them (4 x 24),
+        # unless the threads that share the columns would then get unequal shares (512
+        # channels in panels of 48: 6 panels on one thread, 5 on the other, against 8 of 32
+        # each; ResNet50's 7x7x512 3x3 convolutions at batch 1 on 2 threads, AVX-512:
+        # 0.65 ms each in the model with 7 x 48, 0.57 with 7 x 32)
+        columns = wider
+    column_tile = column_tile_of(columns)
     row_tile = 0
     if depth > 1 and reduction_tile:
         # a GEMM: the block of the row operand (mc x kc floats) takes about half of L2

@@ -228,3 +228,20 @@ def test_evened_rows_that_leave_accumulators_unused_get_a_third_vector(width, re
     blocking = analytic_blocking(anchor_statement(kernel.scop), shared_band_depth(kernel.scop), 8, 16, CACHES, 2, (("A1", 9 * 16 * 512 * 4),), (("A0", 10**9),))
     assert (blocking.register_rows, blocking.register_columns) == register_tile
     assert blocking.register_rows * blocking.register_columns // 8 <= 12
+
+
+@pytest.mark.parametrize("threads, register_tile, column_tile", [(2, (7, 32), 32), (1, (7, 48), 48)])
+def test_a_third_vector_that_would_share_the_panels_unequally_is_left_out(threads, register_tile, column_tile):
+    """AVX-512, 7x7 outputs, 512 channels, the weights' panels shared by the threads (ResNet50's
+    conv5 3x3 layers): 7 rows of 3 vectors make 48-column panels, 11 of them, so one thread
+    computes 288 channels and the other 224; 7 rows of 2 vectors make 16 panels of 32, 256
+    channels each. On one thread nothing is shared and the third vector stays."""
+    kernel = kernels_of(graph_conv_bias_relu(7, 7, 512, 512, stride=1))[0]
+    weights, activations = (("A1", 9 * 512 * 512 * 4),), (("A0", 9 * 9 * 512 * 4),)
+    caches = CacheSizes(48 * 1024, 1024 * 1024, 32 * 1024 * 1024)
+    blocking = analytic_blocking(anchor_statement(kernel.scop), shared_band_depth(kernel.scop), 16, 32, caches, threads, weights, activations)
+    assert blocking.weights_outer
+    assert (blocking.register_rows, blocking.register_columns, blocking.column_tile) == (*register_tile, column_tile)
+    if threads > 1:
+        panels = -(-512 // blocking.column_tile)
+        assert panels % threads == 0  # every thread gets as many panels
