@@ -245,3 +245,20 @@ def test_a_third_vector_that_would_share_the_panels_unequally_is_left_out(thread
     if threads > 1:
         panels = -(-512 // blocking.column_tile)
         assert panels % threads == 0  # every thread gets as many panels
+
+
+def test_a_long_reduction_stays_whole_where_the_weights_panels_are_the_outer_loop():
+    """ResNet50's conv5 1x1 product at batch 1, [49, 2048] x [2048, 512], AVX-512: the weights
+    are the larger operand, so each thread keeps a panel of them in L2 and the activations'
+    10-row panels (80 KiB, more than L1) stream past it; the reduction stays whole (no
+    ``kc``), and the panel of K x nc weights takes at most half of L2. With the activations
+    the larger operand, the same K is cut into blocks of 256."""
+    kernel = kernels_of(graph_matmul_bias_relu(49, 2048, 512))[0]
+    caches = CacheSizes(48 * 1024, 1024 * 1024, 32 * 1024 * 1024)
+    anchor = anchor_statement(kernel.scop)
+    blocking = analytic_blocking(anchor, 2, 16, 32, caches, 2, (("A1", 2048 * 512 * 4),), (("A0", 49 * 2048 * 4),))
+    assert blocking.weights_outer and blocking.reduction_tile == 0
+    assert blocking.register_rows * 2048 * 4 > caches.l1_bytes  # it would have been tiled by the L1 rule
+    assert 2048 * blocking.column_tile * 4 <= caches.l2_bytes // 2
+    streamed = analytic_blocking(anchor, 2, 16, 32, caches, 2, (("A1", 2048 * 512 * 4),), (("A0", 10**9),))
+    assert not streamed.weights_outer and streamed.reduction_tile == 256
