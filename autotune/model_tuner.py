@@ -500,8 +500,10 @@ FINAL_CHECK_SHARE = 0.15
 #: The shortest round of the final timing under a budget, seconds (fewer blocks and calls
 #: below it would not tell a 3% gain from noise: the check then keeps no tuned recipe).
 MINIMUM_ROUND_S = 1.0
-#: Rounds of the final timing (every tuned recipe, those that won kernel by kernel, and
-#: the model kept, each against the default model).
+#: Rounds of the final timing, usually (every tuned recipe, those that won kernel by kernel,
+#: and the confirmation of the set kept, each against the default model; a fourth, of the
+#: model with no recipe of this run, only where none is kept and earlier runs tuned other
+#: kernels).
 FINAL_CHECK_ROUNDS = 3
 
 
