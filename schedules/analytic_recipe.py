@@ -79,7 +79,7 @@ from polytf.poly.flops import is_contraction
 from polytf.poly.statement import Statement
 from polytf.schedules.target_limits import round_up
 
-__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "balanced_tile", "depthwise_window", "even_rows", "register_column_multiple"]
+__all__ = ["CacheSizes", "AnalyticBlocking", "analytic_blocking", "balanced_tile", "busiest_share", "depthwise_window", "even_rows", "register_column_multiple"]
 
 #: Reduction block of a single long reduction (BLIS ``kc``), in elements.
 REDUCTION_BLOCK = 256
@@ -162,6 +162,13 @@ def register_column_multiple(anchor: Statement, iterator: str) -> int:
     return multiple
 
 
+def busiest_share(extent: int, tile: int, threads: int) -> int:
+    """Iterations of a parallel loop over ``extent`` in tiles of ``tile`` that its busiest
+    thread of ``threads`` runs: ``ceil(ceil(extent / tile) / threads) * tile`` (a last,
+    partial tile counted whole)."""
+    return -(-(-(-extent // tile)) // threads) * tile
+
+
 def balanced_tile(extent: int, most: int, multiple: int, threads: int) -> int:
     """The tile of a parallel loop over ``extent`` that gives its ``threads`` (almost) the
     least work on the busiest thread: the largest multiple of ``multiple`` up to ``most``
@@ -173,13 +180,9 @@ def balanced_tile(extent: int, most: int, multiple: int, threads: int) -> int:
     peak); 32 makes four, two per thread (64 each)."""
     if most < multiple or threads <= 1:
         return most
-
-    def busiest(tile: int) -> int:
-        return -(-(-(-extent // tile)) // threads) * tile
-
     candidates = range(multiple, most + 1, multiple)
-    least = min(busiest(tile) for tile in candidates)
-    return max(tile for tile in candidates if busiest(tile) * 32 <= least * 33)
+    least = min(busiest_share(extent, tile, threads) for tile in candidates)
+    return max(tile for tile in candidates if busiest_share(extent, tile, threads) * 32 <= least * 33)
 
 
 def _round_down(value: int, multiple: int) -> int:
@@ -255,8 +258,7 @@ def analytic_blocking(
         return tile
 
     def busiest_columns(columns: int) -> int:
-        tile = column_tile_of(columns)
-        return -(-(-(-last // tile)) // threads) * tile
+        return busiest_share(last, column_tile_of(columns), threads)
 
     wider = lanes * min(3, budget // rows) if rows and columns == 2 * lanes else columns
     if wider > columns and last >= 2 * wider and (not shared_columns or busiest_columns(wider) * 32 <= busiest_columns(columns) * 33):

@@ -27,6 +27,12 @@ from polytf.targets.target import CompiledKernel
 _UNREAD = np.empty(0, np.uint8)
 
 
+def _aligned_buffer(name: str, shape: tuple[int, ...], dtype: str, zeroed: bool) -> np.ndarray:
+    """:meth:`ArgumentTable.allocate_unbound`'s default allocator: a 64-byte aligned buffer,
+    zero-filled when ``zeroed`` (``name`` is not needed)."""
+    return aligned_zeros(shape, dtype) if zeroed else aligned_empty(shape, dtype)
+
+
 class ArgumentTable:
     """The ``void*[]`` argument table of one kernel, with checked bindings.
 
@@ -114,13 +120,10 @@ class ArgumentTable:
         """Bind a fresh 64-byte aligned buffer to every slot still unbound (zero-filled for a
         scratch array). ``allocate(name, shape, dtype, zeroed)`` makes the buffers instead
         when given (the tuning bench's guard zones: :mod:`polytf.runtime.cpu.guard_zones`)."""
+        allocate = allocate or _aligned_buffer
         for slot, info in enumerate(self.kernel.arrays):
             if self._bound[slot] is None:
-                zeroed = info.role == "scratch"
-                if allocate is not None:
-                    self.bind(slot, allocate(info.name, tuple(info.shape), info.dtype, zeroed))
-                else:
-                    self.bind(slot, aligned_zeros(info.shape, info.dtype) if zeroed else aligned_empty(info.shape, info.dtype))
+                self.bind(slot, allocate(info.name, tuple(info.shape), info.dtype, info.role == "scratch"))
 
     def bound_arrays(self) -> tuple[np.ndarray, ...]:
         """Every array bound now, slot order (what one call of the kernel may touch)."""

@@ -44,7 +44,7 @@ class GuardedArrays:
         """An uninitialised C-contiguous array of ``shape`` and ``dtype`` between two guard
         zones; ``name`` is what :meth:`violation` calls it."""
         dtype_ = np.dtype(dtype)
-        size = int(np.prod(shape, dtype=np.int64)) * dtype_.itemsize if shape else dtype_.itemsize
+        size = int(np.prod(shape, dtype=np.int64)) * dtype_.itemsize  # a scalar's shape () makes 1 element
         raw = np.empty(GUARD_BYTES + size + GUARD_BYTES + ALIGNMENT_BYTES, dtype=np.uint8)
         start = GUARD_BYTES + (-(raw.ctypes.data + GUARD_BYTES)) % ALIGNMENT_BYTES
         before, after = raw[start - GUARD_BYTES : start], raw[start + size : start + size + GUARD_BYTES]
