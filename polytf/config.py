@@ -19,6 +19,12 @@ STORAGE_ENVIRONMENT_VARIABLE = "POLYTF_STORAGE"
 NO_CODE_CACHE_ENVIRONMENT_VARIABLE = "POLYTF_NO_CODE_CACHE"
 #: Environment variable that overrides the number of threads kernels run on.
 THREADS_ENVIRONMENT_VARIABLE = "POLYTF_THREADS"
+#: Environment variable naming the kind of CPU host kernels are generated for instead of this
+#: one: ``avx2`` (8 float32 lanes, 16 vector registers) or ``avx512`` (16 lanes, 32
+#: registers); unset or ``host``: this CPU (:mod:`polytf.targets.cpu_kinds`). The CPU name and
+#: features enter every cache key through the target's fingerprint. Code for a kind whose
+#: features this CPU lacks is emitted but never run.
+CPU_ENVIRONMENT_VARIABLE = "POLYTF_CPU"
 
 
 def default_thread_count() -> int:

@@ -83,6 +83,11 @@ class CompileError(PolytfError):
     """LLVM could not verify or compile a generated module."""
 
 
+class ForeignCpuError(CompileError):
+    """Code generated for another CPU was asked to run here: another architecture (a cross
+    target), or a CPU with features this one lacks (``POLYTF_CPU=avx512`` on an AVX2 machine)."""
+
+
 class TuningError(PolytfError):
     """The tuner could not find any correct candidate, or its study storage failed."""
 

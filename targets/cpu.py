@@ -24,14 +24,15 @@ import islpy as isl
 import llvmlite
 import llvmlite.binding as llvm
 
-from polytf.config import CodegenConfig
-from polytf.errors import CompileError
+from polytf.config import CPU_ENVIRONMENT_VARIABLE, CodegenConfig
+from polytf.errors import CompileError, ForeignCpuError
 from polytf.poly.access_bounds import required_bytes
 from polytf.poly.scop import Scop
 from polytf.schedules.analytic_recipe import CacheSizes
 from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
 from polytf.targets.compile_driver import emit_kernel
+from polytf.targets.cpu_kinds import cpu_kind_from_environment, missing_features
 from polytf.targets.host_caches import host_cache_sizes
 from polytf.targets.llvm_codegen import KernelModuleBuilder
 from polytf.targets.target import CompiledKernel, Target, parse_verified
@@ -128,16 +129,18 @@ class CpuTarget(Target):
     Args:
         config: LLVM settings (optimisation level, fast math).
         cpu_name: LLVM CPU name (``"znver5"``, ``"neoverse-n1"``, ``"generic"``); default the
-            host's for the host triple, ``"generic"`` for another one.
+            host's for the host triple (or the kind ``POLYTF_CPU`` names:
+            :mod:`polytf.targets.cpu_kinds`), ``"generic"`` for another one.
         features: LLVM feature string (``"+avx2,+fma"``, ``"+neon,+sve"``); default the host's
-            when the CPU is the host's, else ``""`` (the features LLVM's CPU model implies).
-            The search space reads vector lanes from the ``+`` features, so name them for
-            an x86-64 cross target.
+            when the CPU is the host's (the kind's under ``POLYTF_CPU``), else ``""`` (the
+            features LLVM's CPU model implies). The search space reads vector lanes from the
+            ``+`` features, so name them for an x86-64 cross target.
         triple: LLVM target triple or an alias of :data:`TRIPLE_ALIASES`; default the
             process's (the host). The fingerprint, and so every cache key, carries it.
 
     Raises:
         CompileError: a triple of an unsupported architecture, or one LLVM does not know.
+        ArgumentError: ``POLYTF_CPU`` names no CPU kind.
     """
 
     name = "cpu"
@@ -149,13 +152,22 @@ class CpuTarget(Target):
         self.config = config or CodegenConfig()
         host_triple = llvm.get_process_triple()
         self.triple = normalise_triple(triple) if triple else host_triple
-        #: whether code for this target runs in this process (same architecture as the host)
-        self.runs_here = self.architecture == host_triple.split("-")[0]
-        host_cpu = self.runs_here and cpu_name is None
+        #: whether the target's architecture is the host's (its programs link with the host's tools)
+        self.host_architecture = self.architecture == host_triple.split("-")[0]
+        host_cpu = self.host_architecture and cpu_name is None
+        kind = cpu_kind_from_environment() if host_cpu and features is None and self.architecture == "x86_64" else None
+        if kind is not None:
+            cpu_name, features = kind.cpu_name, kind.features
         self.cpu_name = cpu_name or (llvm.get_host_cpu_name() if host_cpu else "generic")
         if features is None:
             features = llvm.get_host_cpu_features().flatten() if host_cpu else ""
         self.features = features
+        #: features the code may use that this CPU lacks (empty for the host, or a cross target)
+        self.missing_features = tuple(missing_features(features, llvm.get_host_cpu_features().flatten())) if self.host_architecture else ()
+        #: whether code for this target runs in this process: the host's architecture, and no
+        #: feature named in ``features`` that this CPU lacks (LLVM's CPU model may imply more:
+        #: name them in ``features`` for a CPU other than the host's)
+        self.runs_here = self.host_architecture and not self.missing_features
         self.target_machine = self._create_target_machine()
 
     def _create_target_machine(self, reloc: str = "default", codemodel: str = "jitdefault") -> llvm.TargetMachine:
@@ -205,13 +217,13 @@ class CpuTarget(Target):
     def cache_sizes(self) -> CacheSizes:
         """The host's per-core data caches (sysfs; :mod:`polytf.targets.host_caches`); a
         common core's (:class:`CacheSizes` defaults) for a cross target."""
-        return host_cache_sizes() if self.runs_here else CacheSizes()
+        return host_cache_sizes() if self.host_architecture else CacheSizes()
 
     @property
     def openmp(self) -> bool:
         """Whether parallel kernels call libgomp: when this process could load it, or always
         for a cross target (its programs link libgomp)."""
-        return openmp_available() or not self.runs_here
+        return openmp_available() or not self.host_architecture
 
     def fingerprint(self) -> dict:
         return {
@@ -281,11 +293,16 @@ class CpuTarget(Target):
         return module
 
     def _require_runs_here(self, what: str) -> None:
-        """Raise CompileError unless code for this target can run in this process."""
-        if not self.runs_here:
-            raise CompileError(
+        """Raise ForeignCpuError unless code for this target can run in this process."""
+        if not self.host_architecture:
+            raise ForeignCpuError(
                 f"{what}: code for {self.triple} cannot run on this {llvm.get_process_triple()} host; "
                 "`polytf compile --target-triple ...` writes it to an object file instead"
+            )
+        if self.missing_features:
+            raise ForeignCpuError(
+                f"{what}: code for CPU {self.cpu_name} cannot run on this {llvm.get_host_cpu_name()}, which lacks "
+                f"{', '.join(self.missing_features)}; to run it here, generate code for this CPU ({CPU_ENVIRONMENT_VARIABLE} unset or host)"
             )
 
     def compile_function(self, ir_text: str, name: str) -> tuple[int, llvm.ExecutionEngine]:
@@ -336,8 +353,8 @@ class CpuTarget(Target):
         called). Takes about a millisecond: no LLVM optimisation, no code generation.
 
         Raises:
-            CompileError: code for another target, an object LLVM cannot load, or no
-                ``symbol`` in it.
+            ForeignCpuError: code for another architecture, or for a CPU whose features this one lacks.
+            CompileError: an object LLVM cannot load, or no ``symbol`` in it.
         """
         self._require_runs_here(symbol)
         with _LOCK:
@@ -358,11 +375,12 @@ class CpuTarget(Target):
         process (:meth:`link_object`); the kernel keeps its object code for the code cache.
 
         Raises:
+            ForeignCpuError: the code was generated (optimised, object code written) for a CPU
+                this process cannot run it on.
             CompileError: LLVM rejected the module or produced no entry point.
         """
         kernel = scheduled.scop
-        self._require_runs_here(kernel.name)
-        object_code, optimised_ir = self.compile_object(code, kernel.name)
+        object_code, optimised_ir = self.compile_object(code, kernel.name)  # for any CPU: what cannot run here fails to link
         address, engine = self.link_object(object_code, kernel.name)
         return CompiledKernel(
             scop,

@@ -65,7 +65,7 @@ def link_object(modules: Sequence[tuple[str, str]], public: Sequence[str], targe
 def c_compiler(target: CpuTarget) -> str | None:
     """The C compiler driver that links programs for ``target``, or None: ``$CC``, ``cc``,
     ``gcc`` or ``clang`` on the host; ``<arch>-linux-gnu-gcc`` for a cross target."""
-    if target.runs_here:
+    if target.host_architecture:
         candidates = [os.environ.get("CC", ""), "cc", "gcc", "clang"]
     else:
         candidates = [f"{target.architecture}-linux-gnu-gcc", f"{target.architecture}-linux-gnu-cc"]

@@ -19,6 +19,7 @@ from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.builder import build_ast, schedule_scop
 from polytf.schedules.target_limits import TargetLimits
 from polytf.schedules.validation import validate_recipe
+from polytf.targets.compile_driver import emit_kernel
 from polytf.targets.cpu import CpuTarget
 
 #: The host, whatever its vector width.
@@ -72,6 +73,8 @@ class RoundTrip:
         brute_force: dependences the brute-force check finds broken by the AST (valid
             recipes, when asked for).
         error: the verification error of a LEGAL recipe's compiled kernel, or None.
+        ran: whether the kernel ran (False for a CPU this one cannot run: ``pytest --cpu``;
+            its object code was still generated).
     """
 
     verdict: str
@@ -79,13 +82,16 @@ class RoundTrip:
     field: str = ""
     brute_force: tuple[str, ...] = ()
     error: str | None = None
+    ran: bool = True
 
 
 def roundtrip(kernel, recipe, threads: int = 2, brute_force: bool = False, target: CpuTarget | None = None) -> RoundTrip:
     """Validate, schedule, (optionally) brute-force check, compile and verify ``recipe``.
 
     A validated recipe must then build (no data-layout refusal: the validator is the one
-    check) and, when legal, compute the reference's result on ``threads`` threads.
+    check) and, when legal, compute the reference's result on ``threads`` threads. For a
+    target this CPU cannot run (``pytest --cpu avx512`` on an AVX2 machine) a legal recipe's
+    object code is generated and not run (``ran`` False).
     """
     target = target or TARGET
     try:
@@ -97,6 +103,13 @@ def roundtrip(kernel, recipe, threads: int = 2, brute_force: bool = False, targe
     broken: tuple[str, ...] = ()
     if brute_force:
         broken = tuple(violations(scheduled.scop, build_ast(scheduled.schedule)))
+    if not target.runs_here:
+        try:
+            emitted = emit_kernel(kernel.scop, recipe, target)
+        except ScheduleError as error:
+            return RoundTrip(ILLEGAL, str(error), brute_force=broken)
+        target.compile_object(emitted.code, kernel.scop.name)
+        return RoundTrip(LEGAL, brute_force=broken, ran=False)
     try:
         compiled = target.compile(kernel.scop, recipe)
     except ScheduleError as error:

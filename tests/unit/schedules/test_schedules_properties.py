@@ -42,6 +42,8 @@ def test_search_space_recipes_are_legal_and_correct(small_kernels, graph_name, d
         recipe = space.recipe(params)
         result = roundtrip(kernel, recipe, threads)
         assert result.verdict == LEGAL and result.error is None, f"{recipe}: {result}"
+        if not result.ran:  # pytest --cpu: a CPU kind this machine cannot run (its code was made)
+            continue
         outputs, identity = outputs_of(kernel, recipe, threads), outputs_of(kernel, CpuRecipe(), 1)
         for name in outputs:
             np.testing.assert_allclose(outputs[name], identity[name], rtol=1e-4, atol=1e-5 * (np.abs(identity[name]).max() + 1e-6))

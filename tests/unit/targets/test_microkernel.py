@@ -308,24 +308,33 @@ def test_epilogues_run_on_the_accumulators_of_whole_and_partial_tiles(monkeypatc
 
 
 def test_a_masked_tile_keeps_its_zero_fill_and_epilogue_in_registers():
-    """A register tile cut short in its vector dimension (20 of 32 columns), with a bias and
-    a residual add after it: emitted as the micro-kernel with masked vectors, the epilogue
-    applied to the accumulators before one masked store each (no zero-fill loop, no second
-    sweep of the output), and the result right."""
+    """A register tile of two vectors cut short in its vector dimension (20 of 32 columns on
+    16 lanes, 10 of 16 on 8), with a bias and a residual add after it: emitted as the
+    micro-kernel with masked vectors, the epilogue applied to the accumulators before one
+    masked store each (no zero-fill loop, no second sweep of the output), and the result right."""
+    lanes = TARGET.vector_lanes
+    columns = lanes + lanes // 4  # one whole vector and a quarter of one
     graph = build_graph(
         [
             placeholder("x", (40, 20)),
-            const("w", np.random.default_rng(0).standard_normal((20, 20)).astype(np.float32)),
+            const("w", np.random.default_rng(0).standard_normal((20, columns)).astype(np.float32)),
             Node("mm", "MatMul", ("x:0", "w:0"), attrs={"transpose_a": False, "transpose_b": False}),
-            const("b", np.arange(20, dtype=np.float32)),
+            const("b", np.arange(columns, dtype=np.float32)),
             Node("bias", "BiasAdd", ("mm:0", "b:0"), attrs={"data_format": "NHWC"}),
-            placeholder("r", (40, 20)),
+            placeholder("r", (40, columns)),
             Node("add", "AddV2", ("bias:0", "r:0")),
         ],
         ("add:0",),
     )
     (kernel,) = kernels_of(graph)
-    recipe = CpuRecipe(tile_sizes=(40, 32), tile_order=(0, 1), reduction_tile_sizes=(0,), point_order=("d0", "d1", "r0"), register_tile_sizes=(4, 32))
+    register_columns = 2 * lanes
+    recipe = CpuRecipe(
+        tile_sizes=(40, register_columns),
+        tile_order=(0, 1),
+        reduction_tile_sizes=(0,),
+        point_order=("d0", "d1", "r0"),
+        register_tile_sizes=(4, register_columns),
+    )
     text = TARGET.compile(kernel.scop, recipe, {}).llvm_ir  # optimised: a zero-fill loop is a memset there
     assert "llvm.masked.store" in text and "memset" not in text
     assert _verify(kernel, recipe) is None, recipe
