@@ -8,7 +8,11 @@ Modules: :mod:`~polytf.bench.runner` (the run, for every backend), :mod:`~polytf
 child process per thread count), :mod:`~polytf.bench.cuda_baselines` (the library calls on
 the GPU), :mod:`~polytf.bench.machine` (what machine it ran on), :mod:`~polytf.bench.report`
 with :mod:`~polytf.bench.cpu_report` and :mod:`~polytf.bench.cuda_report` (Markdown, JSON
-and PNG). Nothing heavy is imported here.
+and PNG). The GPU check (``python -m polytf.bench.gpu_check``: :mod:`~polytf.bench.gpu_check`
+with its steps, rows, environment and report modules; models without TensorFlow in
+:mod:`~polytf.bench.gpu_check_models`, :mod:`~polytf.bench.graphdef_writer` and
+:mod:`~polytf.bench.torch_check_modules`) and the wheels a GPU machine lacks
+(:mod:`~polytf.bench.gpu_wheels`). Nothing heavy is imported here.
 """
 
 from __future__ import annotations
