@@ -18,8 +18,8 @@ A row builds its frozen GraphDef, compiles it with the default GPU recipes
 every output against the CPU reference (numpy, float64 accumulation:
 :class:`~polytf.bench.baselines.NumpyGraph`) with the bench's tolerance
 (:func:`~polytf.bench.accuracy.check_outputs`); only a correct row is timed: the model's
-kernels with CUDA events (median of ``repeats`` after ``warmup``), then its baseline the same
-way (FP32, TF32 off, ``cudnn.benchmark`` on). A PyTorch baseline's own output is checked
+kernels with CUDA events (the median of ``repeats`` runs after ``warmup``, fewer for a slow
+row: about 4 s of timed runs, at least 3), then its baseline the same way (FP32, TF32 off, ``cudnn.benchmark`` on). A PyTorch baseline's own output is checked
 against the same reference. Errors are data: a row that fails says why and the check goes on.
 """
 
@@ -77,6 +77,10 @@ def check_rows(sizes: BenchSizes) -> list[CheckRow]:
     rows.append(CheckRow(f"transformer_encoder b{batch}", lambda: models.transformer_encoder_model(batch, sequence, width, heads, feed_forward), "pytorch"))
     rows.append(CheckRow(f"resnet50 b{sizes.batch}", lambda: models.resnet50_model(sizes.batch, sizes.image_size), "pytorch"))
     return rows
+
+
+#: Seconds a row's timed runs may take, about: a slow kernel is timed fewer times (at least 3)
+_TIMING_BUDGET_S = 4.0
 
 
 def _median(values: list[float]) -> float:
@@ -171,9 +175,12 @@ def measure_row(row: CheckRow, backend, workdir: Path, sizes: BenchSizes, baseli
         return {**record, "status": "wrong", "error": str(error)}
     device_inputs = {name: backend.device.upload(value) for name, value in inputs.items()}
     progress(f"{label}: timing")
-    record["polytf_s"] = _median(compiled.latency_s(device_inputs, sizes.repeats, sizes.warmup))
+    first_s = max(compiled.latency_s(device_inputs, 1, 1))  # a slow default recipe gets fewer repeats
+    repeats = max(3, min(sizes.repeats, int(_TIMING_BUDGET_S / max(first_s, 1e-9))))
+    record["polytf_s"] = _median(compiled.latency_s(device_inputs, repeats, max(0, sizes.warmup - 1)))
+    record["repeats"] = repeats
     if len(compiled.kernels) > 1:
-        profile = [(kernel.scop.name, _median(times)) for kernel, times in compiled.kernel_latency_s(device_inputs, max(3, sizes.repeats // 4), 1)]
+        profile = [(kernel.scop.name, _median(times)) for kernel, times in compiled.kernel_latency_s(device_inputs, max(3, repeats // 4), 1)]
         record["slowest_kernels"] = [{"kernel": name, "median_s": seconds} for name, seconds in sorted(profile, key=lambda p: -p[1])[:8]]
     progress(f"{label}: baseline")
     record["baseline"] = _baseline(row, model, prepared.graph, inputs, expected, sizes) if baselines else {"note": "not run on the emulated device"}
