@@ -29,7 +29,7 @@ from polytf.ops.attributes import attr_bool, attr_ints, attr_string
 from polytf.passes.fusion import is_compute
 from polytf.runtime.cuda.backend import import_cupy
 
-__all__ = ["LibraryBaseline", "library_baseline", "check_fp32_settings", "MATMUL_OPS", "CONVOLUTION_OPS"]
+__all__ = ["LibraryBaseline", "library_baseline", "check_fp32_settings", "fp32_torch", "torch_elapsed_s", "MATMUL_OPS", "CONVOLUTION_OPS"]
 
 MATMUL_OPS = ("MatMul", "BatchMatMulV2", "BatchMatMulV3", "BatchMatMul")
 CONVOLUTION_OPS = ("Conv2D",)
@@ -66,6 +66,28 @@ def check_fp32_settings() -> None:
     value = os.environ.get("CUPY_TF32", "0")
     if value not in ("", "0"):
         raise PolytfError(f"CUPY_TF32={value} lets cuBLAS compute in TF32; polytf's kernels compute in FP32: unset CUPY_TF32 for the bench")
+
+
+def fp32_torch(torch) -> None:
+    """Make PyTorch compute in FP32 on the GPU (TF32 off for cuDNN and matrix products: on by
+    default for cuDNN) and let cuDNN pick its fastest algorithm during the warm-up."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+
+
+def torch_elapsed_s(torch, call: Callable[[], object]) -> Callable[[], float]:
+    """A function that runs ``call`` once and returns its device seconds (a CUDA event pair)."""
+
+    def elapsed_s() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+    return elapsed_s
 
 
 def library_baseline(graph: Graph) -> tuple[LibraryBaseline | None, str]:
@@ -136,9 +158,7 @@ def _cudnn(graph: Graph, node) -> tuple[LibraryBaseline | None, str]:
         return None, f"{padding} padding with strides {strides}: TensorFlow pads asymmetrically, cuDNN cannot; no baseline"
     bias = _consumer(graph, node.output(0), ("BiasAdd", "AddV2", "Add"))
     relu = _consumer(graph, bias.output(0), ("Relu",)) if bias is not None else _consumer(graph, node.output(0), ("Relu",))
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest algorithm during the warm-up
+    fp32_torch(torch)
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(batch, channels, height, width, device=device, generator=generator).to(memory_format=torch.channels_last)
@@ -150,14 +170,6 @@ def _cudnn(graph: Graph, node) -> tuple[LibraryBaseline | None, str]:
         if relu is not None:
             torch.relu_(y)
 
-    def elapsed_s() -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        call()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-
     parts = "conv2d" + (" + bias" if b is not None else "") + (" + ReLU" if relu is not None else "")
     label = f"torch {parts} [{batch}, {height}, {width}, {channels}] * [{kernel_height}, {kernel_width}, {channels}, {filters}] (cuDNN, channels_last, FP32)"
-    return LibraryBaseline("cudnn", label, elapsed_s), f"cuDNN via PyTorch {torch.__version__} ({parts}), TF32 off"
+    return LibraryBaseline("cudnn", label, torch_elapsed_s(torch, call)), f"cuDNN via PyTorch {torch.__version__} ({parts}), TF32 off"

@@ -11,19 +11,16 @@ run), with the command, its start, elapsed seconds and whether it finished.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
+
+from polytf.bench.report_format import markdown_table, milliseconds
 
 __all__ = ["write_report", "check_markdown", "JSON_NAME", "MARKDOWN_NAME"]
 
 JSON_NAME = "gpu_check.json"
 MARKDOWN_NAME = "gpu_check.md"
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.3f}" if seconds < 0.01 else f"{seconds * 1e3:.2f}"
 
 
 def _cell(text: Any) -> str:
@@ -52,34 +49,46 @@ def _device_line(device: dict[str, Any]) -> str:
     return text
 
 
-def _throughput(row: dict[str, Any], peak_tflops: float) -> tuple[str, str]:
-    flops, seconds = row.get("flops"), row.get("polytf_s")
-    if not flops or not seconds:
-        return "-", "-"
-    tflops = flops / seconds / 1e12
-    return f"{tflops:.2f}", (f"{100 * tflops / peak_tflops:.1f}%" if peak_tflops else "-")
+def _format(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _bench_columns(peak_tflops: float):
+    """The bench table's columns, as ``(title, row -> cell)`` (:func:`markdown_table`)."""
+
+    def throughput(row: dict[str, Any]) -> float | None:
+        flops, seconds = row.get("flops"), row.get("polytf_s")
+        return flops / seconds / 1e12 if flops and seconds else None
+
+    def percent(row: dict[str, Any]) -> str:
+        tflops = throughput(row)
+        return f"{100 * tflops / peak_tflops:.1f}%" if tflops is not None and peak_tflops else "-"
+
+    def columns(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        return [
+            ("row", lambda row: _cell(row["row"])),
+            ("status", lambda row: row["status"]),
+            ("kernels", lambda row: str(row.get("kernels", "-"))),
+            ("compile s", lambda row: _format(row.get("compile_s"), ".1f")),
+            ("polytf ms", lambda row: milliseconds(row.get("polytf_s"))),
+            ("TFLOP/s", lambda row: _format(throughput(row), ".2f")),
+            ("% FP32 peak", percent),
+            ("baseline", lambda row: _cell(row.get("baseline", {}).get("system", "-"))),
+            ("baseline ms", lambda row: milliseconds(row.get("baseline", {}).get("median_s"))),
+            ("baseline / polytf", lambda row: _format(row.get("baseline_over_polytf"), ".2f")),
+            ("max abs err", lambda row: _format(row.get("max_abs_error"), ".2e")),
+        ]
+
+    return columns
 
 
 def _bench_lines(report: dict[str, Any]) -> list[str]:
     peak = float(report.get("device", {}).get("fp32_peak_tflops") or 0)
-    lines = [
-        "| row | status | kernels | compile s | polytf ms | TFLOP/s | % FP32 peak | baseline | baseline ms | baseline / polytf | max abs err |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines = markdown_table(_bench_columns(peak), report.get("rows", []))
     notes: list[str] = []
     unmeasured: dict[str, list[str]] = {}  # a baseline's note -> the rows it was not timed in
     for row in report.get("rows", []):
         baseline = row.get("baseline", {})
-        tflops, percent = _throughput(row, peak)
-        ratio = row.get("baseline_over_polytf")
-        error = row.get("max_abs_error")
-        compile_s = row.get("compile_s")
-        lines.append(
-            f"| {_cell(row['row'])} | {row['status']} | {row.get('kernels', '-')} | "
-            f"{'-' if compile_s is None else format(compile_s, '.1f')} | {_ms(row.get('polytf_s'))} | {tflops} | {percent} | "
-            f"{_cell(baseline.get('system', '-'))} | {_ms(baseline.get('median_s'))} | {'-' if ratio is None else format(ratio, '.2f')} | "
-            f"{'-' if error is None else format(error, '.2e')} |"
-        )
         if row.get("error"):
             notes.append(f"- {row['row']}: **{row['status']}**: {_first_line(row['error'], 400)}")
         if baseline.get("note") and not baseline.get("median_s"):
@@ -142,7 +151,7 @@ def check_markdown(report: dict[str, Any]) -> str:
     lines += _bench_lines(report)
     for row in report.get("rows", []):
         if row.get("slowest_kernels"):
-            kernels = ", ".join(f"{k['kernel']} {_ms(k['median_s'])} ms" for k in row["slowest_kernels"])
+            kernels = ", ".join(f"{k['kernel']} {milliseconds(k['median_s'])} ms" for k in row["slowest_kernels"])
             lines.append(f"- {row['row']}: slowest kernels alone: {kernels}")
     return "\n".join(lines) + "\n"
 

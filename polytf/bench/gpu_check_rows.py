@@ -95,30 +95,18 @@ def _pytorch_baseline(model, inputs: dict, expected: dict, sizes: BenchSizes, sy
     import torch
 
     from polytf.bench.accuracy import check_outputs
+    from polytf.bench.cuda_baselines import LibraryBaseline, fp32_torch, torch_elapsed_s
 
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
+    fp32_torch(torch)
     device = torch.device("cuda")
     module = model.torch_module(device)
     tensors = [torch.from_numpy(np.ascontiguousarray(inputs[name])).to(device) for name in model.input_shapes]
+    label = f"PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}), FP32, TF32 off"
     with torch.inference_mode():
         got = module(*tensors).float().cpu().numpy()
         (output,) = expected
         error = check_outputs({output: got}, expected, f"{model.name} (PyTorch)")
-
-        def elapsed_s() -> float:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            module(*tensors)
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1e3
-
-        for _ in range(sizes.warmup):
-            elapsed_s()
-        median_s = _median([elapsed_s() for _ in range(sizes.repeats)])
-    label = f"PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}), FP32, TF32 off"
+        median_s = LibraryBaseline(system, label, torch_elapsed_s(torch, lambda: module(*tensors))).median_s(sizes.repeats, sizes.warmup)
     return {"system": system, "label": label, "median_s": median_s, "max_abs_error": error}
 
 
