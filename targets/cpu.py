@@ -159,11 +159,12 @@ class CpuTarget(Target):
         if kind is not None:
             cpu_name, features = kind.cpu_name, kind.features
         self.cpu_name = cpu_name or (llvm.get_host_cpu_name() if host_cpu else "generic")
+        host_features = llvm.get_host_cpu_features().flatten() if self.host_architecture else ""
         if features is None:
-            features = llvm.get_host_cpu_features().flatten() if host_cpu else ""
+            features = host_features if host_cpu else ""
         self.features = features
         #: features the code may use that this CPU lacks (empty for the host, or a cross target)
-        self.missing_features = tuple(missing_features(features, llvm.get_host_cpu_features().flatten())) if self.host_architecture else ()
+        self.missing_features = tuple(missing_features(features, host_features)) if self.host_architecture else ()
         #: whether code for this target runs in this process: the host's architecture, and no
         #: feature named in ``features`` that this CPU lacks (LLVM's CPU model may imply more:
         #: name them in ``features`` for a CPU other than the host's)
