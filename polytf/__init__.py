@@ -3,10 +3,10 @@
 Typical use::
 
     import polytf
-    polytf.tune("model.pb", trials=20)          # once: tune and cache
-    model = polytf.load("model.pb")             # later: milliseconds, from the cache
-    outputs = model(input=x)                    # {output node name: array}
-    polytf.compile("model.pb", "out")           # or: out/model.o + out/model.h for a C program
+    model = polytf.load("model.pb")             # a None batch stays a size symbol N
+    outputs = model(input=x)                    # {output node name: array}, any batch size
+    polytf.tune("model.pb", trials=20)          # tune and cache (buckets={"N": (1, 8)}: per size)
+    polytf.compile("model.pb", "out", input_shapes={"input": (1, 224, 224, 3)})  # out/model.o + .h
 
 What model is read and how it is built can also be given as two values, made (and checked)
 once and passed to any of the three::
@@ -33,6 +33,7 @@ from polytf.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from polytf.autotune.model_tuner import TuneReport, TuningProgress
+    from polytf.compiler.dynamic_model import DynamicModel
     from polytf.export import ExportedModel
     from polytf.runtime.cpu.compiled_model import CompiledModel
     from polytf.runtime.cuda.model import CudaModel
@@ -52,7 +53,7 @@ def load(
     compile_cache: bool = True,
     options: BuildOptions | None = None,
     progress: bool = True,
-) -> CompiledModel | CudaModel:
+) -> CompiledModel | CudaModel | DynamicModel:
     """Compile a frozen GraphDef into a callable model, using tuned recipes from the cache.
 
     Args:
@@ -60,7 +61,10 @@ def load(
             (read with TensorFlow; inputs and outputs then carry the signature's names); or a
             :class:`ModelSource` (then without ``input_shapes``, ``outputs``, ``signature``).
         cache_dir: tuning-record cache; default ``$POLYTF_CACHE_DIR`` or the user cache dir.
-        input_shapes: placeholder name -> shape, to fix unknown dimensions.
+        input_shapes: placeholder name -> shape, to fix unknown dimensions (sizes), or to name
+            and bound them: ``{"x": ("N=1..64", 224, 224, 3)}``. A dimension the GraphDef leaves
+            unknown (a Keras ``None``) and ``input_shapes`` does not fix is a size symbol known
+            only at the call: ``N`` on axis 0, ``S`` on axis 1, shared by every input.
         outputs: output node names (``name`` or ``name:port``); default the graph's sinks.
         threads: threads per kernel (at least 1); default (None or ``"auto"``) ``$POLYTF_THREADS``
             or all available CPUs.
@@ -88,6 +92,13 @@ def load(
             stderr is a terminal (tqdm); False: never.
 
     Returns:
+        When an input has a size symbol: a
+        :class:`~polytf.compiler.dynamic_model.DynamicModel`, callable with arrays of any
+        sizes in the symbols' ranges (a size of 0, one out of range, or inputs that disagree
+        on a symbol raise :class:`~polytf.errors.SizeError` before anything runs). It is
+        built for the symbols' smallest sizes now and for each other size at its first call
+        (from the cache's records and compiled code when that size was built or tuned
+        before); ``model.at_sizes(N=8)`` is the model below for those sizes.
         With ``target="cuda"``: a :class:`~polytf.runtime.cuda.model.CudaModel` that keeps
         every tensor on the GPU (weights uploaded once): numpy arrays in give numpy arrays
         out; CuPy arrays in give CuPy arrays out, with no copy to the host. Otherwise a
@@ -134,7 +145,8 @@ def tune(
     storage: str | None = None,
     *,
     options: BuildOptions | None = None,
-) -> TuneReport:
+    buckets: Mapping[str, Sequence[int]] | None = None,
+) -> TuneReport | dict[str, TuneReport]:
     """Tune every kernel of a model by measurement and store the winners in the cache.
 
     Each kernel gets an Optuna study of ``trials`` candidate schedules; every candidate
@@ -175,16 +187,23 @@ def tune(
             under a PostgreSQL advisory lock, none run twice, never more than ``trials`` in
             total), and ``load(..., storage=...)`` on any machine of the same CPU uses them.
             The cache directory then only serialises the timings of this machine's tuners.
+        buckets: for a model with size symbols (see :func:`load`), symbol -> the sizes to
+            tune it at (``{"N": (1, 8, 32)}``; every combination, each tuned as the model of
+            its sizes; a symbol left out: its smallest size). A call of the loaded model at
+            those sizes uses their records.
 
     Returns:
         A :class:`~polytf.autotune.model_tuner.TuneReport` (per-kernel default and tuned
-        latency, trials and seconds spent, and the whole model's latency before and after).
+        latency, trials and seconds spent, and the whole model's latency before and after);
+        for a model with size symbols, bucket (``"N=8"``) -> its report, in order (an
+        interrupted bucket is the last).
 
     Raises:
         ArgumentError: ``trials`` below 1, ``threads`` below 1, or a ``time_budget_s`` that is
             not positive (a ValueError too; raised before anything is read or written).
         TuningError: a kernel's default recipe fails.
         GraphError, UnsupportedOpError, ShapeError: the model cannot be compiled.
+        SizeError: a bucket of an unknown symbol, or a size outside its symbol's range.
         DependencyMissingError: ``target="cuda"`` on a machine without CuPy or an NVIDIA GPU;
             a ``storage`` URL whose driver is not installed.
         CacheError: a ``storage`` URL that is invalid or whose server cannot be reached (the
@@ -203,8 +222,19 @@ def tune(
         shown = RichTuningProgress()
     else:  # the caller's own TuningProgress, or nothing (False)
         shown = contextlib.nullcontext(progress or None)
+    from polytf.compiler.symbolic_inputs import sized_sources
+
+    sized = sized_sources(source, buckets)
+    reports: dict[str, TuneReport] = {}
     with shown as display:
-        return tune_model(source, options, trials=trials, retune=retune, seed=seed, progress=display, time_budget_s=time_budget_s)
+        for sizes, sized_source in sized:
+            report = tune_model(sized_source, options, trials=trials, retune=retune, seed=seed, progress=display, time_budget_s=time_budget_s)
+            if not sizes:
+                return report
+            reports[", ".join(f"{name}={size}" for name, size in sizes.items())] = report
+            if report.interrupted:
+                break
+    return reports
 
 
 def compile(  # noqa: A001 - the public name of `polytf compile`, as tfcompile's

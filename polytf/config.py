@@ -26,6 +26,10 @@ THREADS_ENVIRONMENT_VARIABLE = "POLYTF_THREADS"
 #: features this CPU lacks is emitted but never run.
 CPU_ENVIRONMENT_VARIABLE = "POLYTF_CPU"
 
+#: Environment variable that overrides how many sizes a model with size symbols keeps built
+#: at once (:class:`SizeSymbolConfig`).
+SIZES_KEPT_ENVIRONMENT_VARIABLE = "POLYTF_SIZES_KEPT"
+
 
 def default_thread_count() -> int:
     """Threads a kernel runs on: ``POLYTF_THREADS`` if set, else the CPUs this process may use."""
@@ -115,6 +119,27 @@ class FrontendConfig:
         if value and value.isdigit():
             return FrontendConfig(max_constant_bytes=int(value))
         return FrontendConfig()
+
+
+@dataclass(frozen=True)
+class SizeSymbolConfig:
+    """How a model whose inputs have size symbols (a ``None`` batch) keeps its builds
+    (:class:`polytf.compiler.dynamic_model.DynamicModel`). Not a code knob: each size's
+    kernels have their own cache keys.
+
+    Attributes:
+        sizes_kept: built sizes kept in memory at once, each with its kernels and packed
+            weights; the least recently called one goes first (it is linked again from the
+            compiled-code cache when called again). ``$POLYTF_SIZES_KEPT`` overrides it.
+    """
+
+    sizes_kept: int = 4
+
+    @staticmethod
+    def from_environment() -> SizeSymbolConfig:
+        """The defaults, with ``$POLYTF_SIZES_KEPT`` applied when it is a whole number >= 1."""
+        value = os.environ.get(SIZES_KEPT_ENVIRONMENT_VARIABLE, "").strip()
+        return SizeSymbolConfig(sizes_kept=int(value)) if value.isdigit() and int(value) >= 1 else SizeSymbolConfig()
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,22 @@ class ShapeError(GraphError):
     """Shapes or dtypes that an op does not accept, or an unknown dimension left unfixed."""
 
 
+class SizeError(ShapeError):
+    """The sizes of a call do not fit a model's size symbols
+    (:mod:`polytf.graph.size_symbols`): a size of 0, one outside its symbol's range, two
+    inputs that disagree on a symbol, or a fixed dimension of another size.
+
+    Attributes:
+        input_name: the placeholder whose array does not fit (None: sizes given by name).
+        symbol: the size symbol concerned (None: a fixed dimension or the rank).
+    """
+
+    def __init__(self, message: str, input_name: str | None = None, symbol: str | None = None) -> None:
+        super().__init__(message)
+        self.input_name = input_name
+        self.symbol = symbol
+
+
 class UnsupportedOpError(GraphError):
     """A model uses ops polytf cannot compile.
 

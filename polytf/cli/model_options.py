@@ -18,10 +18,12 @@ from polytf.compiler.build_options import TARGET_NAMES, BuildOptions
 from polytf.compiler.model_source import ModelSource
 
 __all__ = [
+    "add_bucket_argument",
     "add_model_arguments",
     "add_output_argument",
     "add_storage_argument",
     "add_target_argument",
+    "bucket_sizes",
     "build_options",
     "input_shapes",
     "model_source",
@@ -37,7 +39,13 @@ def add_model_arguments(command: argparse.ArgumentParser, inputs: bool = True) -
     command.add_argument("--cache-dir", help="tuning-record cache (default: $POLYTF_CACHE_DIR or the user cache directory)")
     command.add_argument("--threads", type=thread_count, help="threads per kernel, at least 1, or auto (default: $POLYTF_THREADS or all CPUs)")
     if inputs:
-        command.add_argument("--input", action="append", metavar="NAME:SHAPE", help="fix a placeholder's shape, e.g. --input x:1,784 (repeatable)")
+        command.add_argument(
+            "--input",
+            action="append",
+            metavar="NAME:SHAPE",
+            help="a placeholder's shape, e.g. --input x:1,784, or with a size known only at the call: x:N,784 or x:N=1..64,784 "
+            "(repeatable; a dimension the GraphDef leaves unknown is such a size: N for the batch, S for a sequence)",
+        )
     command.add_argument(
         "--no-fallback",
         dest="fallback",
@@ -83,7 +91,36 @@ def add_target_argument(command: argparse.ArgumentParser, description: str) -> N
     command.add_argument("--target", choices=TARGET_NAMES, default="cpu", help=description)
 
 
-def input_shapes(specs: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
+def add_bucket_argument(command: argparse.ArgumentParser, what: str) -> None:
+    """``--buckets SYMBOL=SIZES`` (repeatable): the sizes of a size symbol the command ``what``."""
+    command.add_argument(
+        "--buckets",
+        action="append",
+        metavar="SYMBOL=SIZES",
+        help=f"sizes of a size symbol (a dimension known only at the call, e.g. a None batch) to {what}, e.g. --buckets N=1,8,32 "
+        "(repeatable; every combination; default: each symbol's smallest size)",
+    )
+
+
+def bucket_sizes(specs: Sequence[str] | None) -> dict[str, tuple[int, ...]]:
+    """``--buckets SYMBOL=SIZES`` options as symbol -> sizes (:func:`polytf.frontend.parse_bucket_spec`).
+
+    Raises:
+        SystemExit: a malformed spec (``error: --buckets 'N=0': ...``, status 1).
+    """
+    from polytf.frontend import parse_bucket_spec
+
+    buckets: dict[str, tuple[int, ...]] = {}
+    for spec in specs or []:
+        try:
+            name, sizes = parse_bucket_spec(spec)
+        except ValueError as error:
+            raise SystemExit(f"error: --buckets {spec!r}: {error}") from None
+        buckets[name] = tuple(dict.fromkeys(buckets.get(name, ()) + sizes))
+    return buckets
+
+
+def input_shapes(specs: Sequence[str] | None) -> dict[str, tuple[int | str, ...]]:
     """``--input NAME:SHAPE`` options as placeholder name -> shape
     (:func:`polytf.frontend.parse_input_spec`).
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 import argparse
 import math
 
-from polytf.cli.model_options import add_model_arguments, add_output_argument, add_storage_argument, add_target_argument
+from polytf.cli.model_options import (
+    add_bucket_argument,
+    add_model_arguments,
+    add_output_argument,
+    add_storage_argument,
+    add_target_argument,
+)
 from polytf.config import VERIFY_TIME_LIMIT_S, TuningConfig
 from polytf.durations import parse_duration
 from polytf.errors import PolytfError
@@ -89,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and timed with CUDA events on it; needs CuPy (install cupy-cuda12x) and a GPU. Records are per target",
     )
     tune.add_argument("--retune", action="store_true", help="ignore cached records and tune again")
+    add_bucket_argument(tune, "tune the model at (each combination is tuned as a model of its own; a call at these sizes uses its records)")
     add_output_argument(tune)
     tune.add_argument("--seed", type=int, default=0, help="seed of the sampler and of the random test inputs")
     tune.add_argument(
@@ -202,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         "With --profile: each kernel's median time, FLOPs, GFLOP/s and % of the machine's measured float32 peak, and the whole call.",
     )
     add_model_arguments(show)
+    add_bucket_argument(show, "show the model at")
     add_storage_argument(show)
     show.add_argument("--passes", action="store_true", help="print node and edge counts before and after each graph pass, and the totals")
     show.add_argument("--kernel", help="kernel name (as listed without --kernel)")

@@ -1,6 +1,8 @@
 """``polytf run MODEL --input NAME=FILE --output OUT.npz``: run a model on arrays.
 
-Each input array's shape fixes its placeholder's. An input file is an ``.npy`` array, or an
+A placeholder dimension the GraphDef leaves unknown takes its size from the input array
+(a size symbol: :mod:`polytf.compiler.dynamic_model`; a size of 0, or two inputs that
+disagree on one, is an error before anything is compiled). An input file is an ``.npy`` array, or an
 ``.npz`` archive: its array of the input's name (``x`` or ``x:0``), else its only array. The
 output file is checked before anything is compiled; the model is built as ``polytf.load``
 builds it (:func:`polytf.compiler.loading.load_model`: each kernel with its tuning record's
@@ -17,6 +19,7 @@ import numpy as np
 
 from polytf.cli.console import stdout
 from polytf.cli.model_options import build_options, model_source
+from polytf.compiler.dynamic_model import DynamicModel
 from polytf.compiler.loading import load_model
 from polytf.errors import ArgumentError
 from polytf.frontend import parse_input_file_spec
@@ -73,8 +76,11 @@ def execute(arguments: argparse.Namespace) -> int:
         except ValueError as error:
             raise SystemExit(f"error: --input {spec!r}: {error}") from None
         feeds[name] = read_input_array(name, path)
-    source = model_source(arguments, {name: value.shape for name, value in feeds.items()}, arguments.fetch)
-    model = load_model(source, build_options(arguments))
+    source = model_source(arguments, {}, arguments.fetch)
+    # a dimension unknown in the GraphDef is a size symbol: built for the arrays' sizes
+    model = load_model(source, build_options(arguments), first_call_shapes={name: value.shape for name, value in feeds.items()})
+    if isinstance(model, DynamicModel):
+        model = model.at_sizes_of(feeds)
     results = model(**feeds)  # numpy arrays in, numpy arrays out (on the GPU too)
     try:
         with output.open("wb") as handle:  # the file named, not NAME.npz as np.savez(NAME) writes

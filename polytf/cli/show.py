@@ -22,7 +22,7 @@ from rich.table import Table
 from polytf.bench.memory_bandwidth import measure_memory_bandwidth
 from polytf.bench.peak import measure_fp32_peak
 from polytf.cli.console import print_host_nodes, stdout
-from polytf.cli.model_options import build_options, model_source
+from polytf.cli.model_options import bucket_sizes, build_options, model_source
 from polytf.compiler.backends import CUDA_THREADS
 from polytf.compiler.build_options import BuildOptions
 from polytf.compiler.kernel_compilation import compile_with_record, constant_arrays
@@ -30,6 +30,7 @@ from polytf.compiler.loading import load_model
 from polytf.compiler.model_source import ModelSource
 from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.compiler.recorded_recipes import cache_key, reading_records, recorded_recipe
+from polytf.compiler.symbolic_inputs import sized_sources
 from polytf.config import CodegenConfig
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.passes.pipeline import summary
@@ -58,6 +59,19 @@ def execute(arguments: argparse.Namespace) -> int:
     if arguments.recipe and not Path(arguments.recipe).is_file():
         raise SystemExit(f"error: --recipe {arguments.recipe}: no such file (a JSON recipe, as polytf cache list's records hold)")
     source, options = model_source(arguments), build_options(arguments)
+    sized = sized_sources(source, bucket_sizes(arguments.buckets))
+    if arguments.kernel or arguments.profile:
+        sized = sized[:1]  # one kernel, or one profile: at the first bucket's sizes
+    for sizes, sized_source in sized:
+        if sizes:
+            symbols = ", ".join(f"{name}={size}" for name, size in sizes.items())
+            stdout.print(f"at size bucket {symbols} (the model's size symbols; other sizes: --buckets)", markup=False, highlight=False)
+        show_sized(arguments, sized_source, options)
+    return 0
+
+
+def show_sized(arguments: argparse.Namespace, source: ModelSource, options: BuildOptions) -> int:
+    """``polytf show`` of ``source``, every size given."""
     if arguments.profile:
         return show_profile(arguments, source, options)
     prepared = prepare_model(source, fallback=options.fallback)

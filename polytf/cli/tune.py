@@ -1,7 +1,8 @@
 """``polytf tune MODEL``: tune every kernel of a model and print the table of what it did.
 
 Calls :func:`polytf.autotune.model_tuner.tune_model` with the model and build options of the
-arguments (:mod:`polytf.cli.model_options`), showing progress as it goes
+arguments (:mod:`polytf.cli.model_options`), once per size bucket of a model with size symbols
+(``--buckets N=1,8``; default each symbol's smallest size), showing progress as it goes
 (:class:`~polytf.autotune.tuning_display.RichTuningProgress`); exit status 130 when Ctrl-C
 stopped it (finished work is saved). The table has, per kernel tuned by this run, its
 verdict inside the model (kept or rejected, with its time there under the default and the
@@ -19,11 +20,12 @@ from rich.table import Table
 from polytf.autotune.model_tuner import KernelReport, TuneReport, tune_model
 from polytf.autotune.tuning_display import RichTuningProgress
 from polytf.cli.console import console, format_seconds, print_host_nodes, stdout
-from polytf.cli.model_options import build_options, model_source
+from polytf.cli.model_options import bucket_sizes, build_options, model_source
+from polytf.compiler.symbolic_inputs import sized_sources
 from polytf.config import TuningConfig
 from polytf.durations import format_duration
 
-__all__ = ["execute", "in_model_cell", "print_tune_report", "summarize_failures"]
+__all__ = ["bucket_text", "execute", "in_model_cell", "print_tune_report", "summarize_failures"]
 
 
 def execute(arguments: argparse.Namespace) -> int:
@@ -35,16 +37,25 @@ def execute(arguments: argparse.Namespace) -> int:
         raise SystemExit("error: give --trials or --time-budget, not both")
     source = model_source(arguments, outputs=arguments.output)
     options = build_options(arguments)
-    with RichTuningProgress(console) as progress:
-        report = tune_model(
-            source, options, trials=arguments.trials, time_budget_s=arguments.time_budget, retune=arguments.retune, seed=arguments.seed,
-            progress=progress, config=config,
-        )
-    print_tune_report(report)
-    if report.interrupted:
-        console.print("[yellow]interrupted: finished kernels and the best recipe found so far are saved; run again to continue[/]")
-        return 130
+    sized = sized_sources(source, bucket_sizes(arguments.buckets))
+    for sizes, sized_source in sized:
+        if sizes:  # a model with size symbols: each bucket is tuned as the static model of its sizes
+            stdout.print(f"size bucket {bucket_text(sizes)} ({len(sized)} bucket{'s' if len(sized) > 1 else ''}: --buckets)", markup=False, highlight=False)
+        with RichTuningProgress(console) as progress:
+            report = tune_model(
+                sized_source, options, trials=arguments.trials, time_budget_s=arguments.time_budget, retune=arguments.retune, seed=arguments.seed,
+                progress=progress, config=config,
+            )
+        print_tune_report(report)
+        if report.interrupted:
+            console.print("[yellow]interrupted: finished kernels and the best recipe found so far are saved; run again to continue[/]")
+            return 130
     return 0
+
+
+def bucket_text(sizes: dict[str, int]) -> str:
+    """``"N=8, S=64"``: a size bucket's sizes."""
+    return ", ".join(f"{name}={size}" for name, size in sizes.items())
 
 
 def print_tune_report(report: TuneReport) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from polytf.errors import GraphError, PolytfError, ShapeError
@@ -33,23 +33,25 @@ class ModelSource:
             names). Kept as given (messages and reports name it so); not opened here.
         signature: the SavedModel signature to read (None: ``serving_default``); only for a
             SavedModel directory.
-        input_shapes: placeholder name (``name`` or ``name:0``) -> static shape, fixing
-            unknown dimensions; every size a non-negative int. Read-only; the shapes are
-            tuples.
+        input_shapes: placeholder name (``name`` or ``name:0``) -> shape, fixing unknown
+            dimensions; each dimension a non-negative int or a size symbol known only at
+            the call (``"N"``, ``"N=1..64"``: :mod:`polytf.graph.size_symbols`). Read-only;
+            the shapes are tuples. A placeholder dimension that is unknown in the graph and
+            not given here is a symbol too (:mod:`polytf.compiler.symbolic_inputs`).
         outputs: output node or tensor names (``name`` or ``name:port``), or None for the
             graph's sinks (:func:`polytf.frontend.default_outputs`).
 
     Raises:
         PolytfError: a path that is not a string or path, or an empty one; a signature that
             is not a string.
-        ShapeError: an input shape that is not a sequence of non-negative ints (the message
-            names the placeholder).
+        ShapeError: an input shape that is not a sequence of non-negative ints and size
+            symbols (the message names the placeholder).
         GraphError: outputs that are not names, or an empty list of them.
     """
 
     path: str | os.PathLike
     signature: str | None = None
-    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    input_shapes: Mapping[str, tuple[int | str, ...]] = field(default_factory=dict)
     outputs: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -86,18 +88,24 @@ class ModelSource:
             return model
         return cls(model, signature, input_shapes or {}, outputs)
 
+    def with_shapes(self, input_shapes: Mapping[str, Sequence[int]]) -> ModelSource:
+        """This source with ``input_shapes`` instead of its own (a dynamic model's source at
+        the sizes of one call)."""
+        return replace(self, input_shapes=dict(input_shapes))
+
     @property
     def output_names(self) -> list[str] | None:
         """The outputs as :func:`polytf.frontend.load_graph` takes them (None: the sinks)."""
         return None if self.outputs is None else list(self.outputs)
 
 
-def _checked_shapes(input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ...]]:
-    """``input_shapes`` with tuple shapes (the placeholders themselves are checked against the
-    graph by shape inference).
+def _checked_shapes(input_shapes: Mapping[str, Sequence[int | str]] | None) -> dict[str, tuple[int | str, ...]]:
+    """``input_shapes`` with tuple shapes, each size symbol as its text (``"N=1..64"``; the
+    placeholders themselves are checked against the graph by shape inference).
 
     Raises:
-        ShapeError: not a mapping, or a shape that is not a sequence of non-negative ints.
+        ShapeError: not a mapping, or a shape that is not a sequence of non-negative ints and
+            size symbols.
     """
     if input_shapes is None:
         return {}
@@ -105,16 +113,25 @@ def _checked_shapes(input_shapes: Mapping[str, Sequence[int]] | None) -> dict[st
         raise ShapeError(f"input shapes must map placeholder names to shapes, not {input_shapes!r}")
     result = {}
     for name, shape in input_shapes.items():
-        try:  # shape inference's check, made once here
-            fixed = tuple(int(size) for size in shape) if not isinstance(shape, (str, bytes)) else None
-        except (TypeError, ValueError):
-            fixed = None
-        if fixed is None:
-            raise ShapeError(f"input shape for '{name}' must be a sequence of ints, got {shape!r}")
-        if any(size < 0 for size in fixed):
-            raise ShapeError(f"input shape for '{name}' has a negative dimension: {fixed}")
+        if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+            raise ShapeError(f"input shape for '{name}' must be a sequence of sizes (ints) and size symbols, got {shape!r}")
+        fixed = tuple(_dimension(size, str(name)) for size in shape)
         result[str(name)] = fixed
     return result
+
+
+def _dimension(size: object, name: str) -> int | str:
+    """One dimension of ``input_shapes``: a non-negative int, or a size symbol's text.
+
+    Raises:
+        ShapeError: anything else, naming the placeholder.
+    """
+    from polytf.graph.size_symbols import SizeSymbol, parse_dimension  # no numpy: cheap
+
+    parsed = parse_dimension(size, f"input shape for '{name}'")
+    if not isinstance(parsed, SizeSymbol):
+        return parsed
+    return parsed.name if parsed == SizeSymbol(parsed.name) else str(parsed)  # "N", or "N=1..64"
 
 
 def _checked_outputs(outputs: Sequence[str] | str | None, path: str | os.PathLike) -> tuple[str, ...] | None:

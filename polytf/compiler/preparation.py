@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass
 
 from polytf.compiler.model_source import ModelSource
+from polytf.errors import ShapeError
 from polytf.frontend import load_graph
 from polytf.graph import FusionGroup, Graph
 from polytf.lowering.host_fallback import HostNode, HostStep, lower_with_fallback
@@ -39,7 +40,7 @@ from polytf.passes.pruning import prune_to_outputs
 from polytf.passes.report import PassReport
 from polytf.plan.buffer_placement import place_in_consumer_buffers
 
-__all__ = ["PreparedModel", "prepare_graph", "prepare_model"]
+__all__ = ["PreparedModel", "prepare_graph", "prepare_model", "read_graph"]
 
 
 @dataclass(frozen=True)
@@ -68,12 +69,19 @@ class PreparedModel:
         return [HostStep.of(self.graph, group, host[group.nodes[0]]) if group.on_host else next(kernels) for group in self.groups]
 
 
-def prepare_graph(source: ModelSource | str | os.PathLike, *, optimize_graph: bool = True) -> tuple[Graph, tuple[PassReport, ...]]:
-    """Read ``source``, infer its types and run the graph passes (steps 1 to 3); returns the
-    typed graph and what each pass changed (see :func:`prepare_model` for the arguments and
-    errors)."""
+def read_graph(source: ModelSource) -> Graph:
+    """The graph of ``source``'s file, its outputs and signature (step 1; see
+    :func:`prepare_model` for the errors)."""
+    return load_graph(source.path, outputs=source.output_names, signature=source.signature)
+
+
+def prepare_graph(source: ModelSource | str | os.PathLike, *, optimize_graph: bool = True, graph: Graph | None = None) -> tuple[Graph, tuple[PassReport, ...]]:
+    """Read ``source`` (unless ``graph`` is its graph, as :func:`read_graph` read it), infer
+    its types and run the graph passes (steps 1 to 3); returns the typed graph and what each
+    pass changed (see :func:`prepare_model` for the arguments and errors)."""
     source = ModelSource.of(source)
-    graph = load_graph(source.path, outputs=source.output_names, signature=source.signature)
+    _check_sizes_given(source)
+    graph = read_graph(source) if graph is None else graph
     typed = infer_types(graph, source.input_shapes)
     if not optimize_graph:
         pruned, report = prune_to_outputs(typed)
@@ -83,8 +91,31 @@ def prepare_graph(source: ModelSource | str | os.PathLike, *, optimize_graph: bo
     return infer_types(optimized.with_changes(types={}, constants={}), source.input_shapes), reports
 
 
+def _check_sizes_given(source: ModelSource) -> None:
+    """Preparing a model needs every size: a size symbol in ``source.input_shapes`` is the
+    dynamic model's to bind (:mod:`polytf.compiler.dynamic_model`).
+
+    Raises:
+        ShapeError: an input shape with a size symbol (names the placeholder and symbol).
+    """
+    for name, shape in source.input_shapes.items():
+        symbols = [size for size in shape if isinstance(size, str)]
+        if symbols:
+            example = ",".join("1" if isinstance(size, str) else str(size) for size in shape)
+            raise ShapeError(
+                f"input '{name}' has size symbol {symbols[0]}, and this step needs every size: "
+                f"give them, e.g. --input {name}:{example} (CLI) or input_shapes={{'{name}': ({example},)}} (API)"
+            )
+
+
 def prepare_model(
-    source: ModelSource | str | os.PathLike, *, fallback: bool = True, fuse: bool = True, optimize_graph: bool = True, in_place: bool = True
+    source: ModelSource | str | os.PathLike,
+    *,
+    fallback: bool = True,
+    fuse: bool = True,
+    optimize_graph: bool = True,
+    in_place: bool = True,
+    graph: Graph | None = None,
 ) -> PreparedModel:
     """Read ``source`` and lower it to kernels (module docstring).
 
@@ -98,14 +129,16 @@ def prepare_model(
         optimize_graph: False runs only pruning instead of every graph pass (for comparisons).
         in_place: write the operands of ConcatV2 and Pad straight into the slabs of
             their result (:mod:`polytf.plan.buffer_placement`); False keeps the copies.
+        graph: ``source``'s graph, already read (:func:`read_graph`); None reads it.
 
     Raises:
         GraphError: unreadable file or malformed graph (names the file).
         UnsupportedOpError: every unsupported node, in one message (with ``fallback=False``
             also every node that would run on the host).
-        ShapeError: shapes that cannot be inferred (says how to fix them).
+        ShapeError: shapes that cannot be inferred (says how to fix them); a size symbol in
+            ``source.input_shapes`` (a static model needs every size).
     """
-    graph, reports = prepare_graph(source, optimize_graph=optimize_graph)
+    graph, reports = prepare_graph(source, optimize_graph=optimize_graph, graph=graph)
     groups, kernels, host_nodes = lower_with_fallback(graph, fuse=fuse, fallback=fallback)
     if in_place:
         groups, kernels = place_in_consumer_buffers(graph, groups, kernels)

@@ -3,6 +3,8 @@
 * ``--input NAME:SHAPE`` (:func:`parse_input_spec`): ``"x:1,784"`` -> ``("x", (1, 784))``. The
   LAST ``':'`` separates the name from the shape, so a tensor name like ``"x:0:1,784"`` works;
   an empty SHAPE (``"x:"``) means a scalar. Brackets and spaces are tolerated (``"x:[1, 784]"``).
+  A dimension may be a size symbol, known only at the call (:mod:`polytf.graph.size_symbols`):
+  ``"x:N,784"`` -> ``("x", ("N", 784))``, with a range ``"x:N=1..64,784"``.
 * ``--input-file NAME=PATH`` (:func:`parse_input_file_spec`): ``"x=data.npy"`` ->
   ``("x", Path("data.npy"))``; the FIRST ``'='`` splits, so the path may contain ``'='``.
 """
@@ -11,20 +13,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["parse_input_spec", "parse_input_file_spec"]
+from polytf.errors import ShapeError
+from polytf.graph.size_symbols import SizeSymbol
+
+__all__ = ["parse_bucket_spec", "parse_input_spec", "parse_input_file_spec"]
 
 _SPEC_HELP = (
-    "expected NAME:SHAPE with SHAPE a comma-separated list of sizes, e.g. 'x:1,784' or 'input:1,32,32,3' ('x:' is a scalar)"
+    "expected NAME:SHAPE with SHAPE a comma-separated list of sizes or size symbols, e.g. 'x:1,784', 'input:1,32,32,3', "
+    "'x:N,784' or 'x:N=1..64,784' (N known at the call) ('x:' is a scalar)"
 )
 _FILE_HELP = "expected NAME=PATH, e.g. 'x=inputs.npy'"
 
 
-def parse_input_spec(text: str) -> tuple[str, tuple[int, ...]]:
-    """Parse ``NAME:SHAPE`` into ``(name, shape)``.
+def parse_input_spec(text: str) -> tuple[str, tuple[int | str, ...]]:
+    """Parse ``NAME:SHAPE`` into ``(name, shape)``, each dimension a size or a size symbol's
+    text (``"N"``, ``"N=1..64"``).
 
     Raises:
-        ValueError: with an example of the expected form, for a missing ':' or name, or a size
-            that is not a non-negative integer.
+        ValueError: with an example of the expected form, for a missing ':' or name, or a
+            dimension that is neither a non-negative integer nor a size symbol.
     """
     if not isinstance(text, str):
         raise ValueError(f"input spec {text!r} is not a string; {_SPEC_HELP}")
@@ -39,7 +46,7 @@ def parse_input_spec(text: str) -> tuple[str, tuple[int, ...]]:
         body = body[1:-1].strip()
     if not body:
         return name, ()
-    dims: list[int] = []
+    dims: list[int | str] = []
     parts = [p.strip() for p in body.split(",")]
     if len(parts) > 1 and not parts[-1]:  # tolerate a trailing comma: "x:1,784,"
         parts.pop()
@@ -49,11 +56,37 @@ def parse_input_spec(text: str) -> tuple[str, tuple[int, ...]]:
         try:
             size = int(part)
         except ValueError:
-            raise ValueError(f"input spec {text!r}: dimension {part!r} is not an integer; {_SPEC_HELP}") from None
+            try:
+                dims.append(str(SizeSymbol.parse(part)) if "=" in part else SizeSymbol.parse(part).name)
+                continue
+            except ShapeError as error:
+                if part[:1].isalpha() or part[:1] == "_":
+                    raise ValueError(f"input spec {text!r}: {error}; {_SPEC_HELP}") from None
+            raise ValueError(f"input spec {text!r}: dimension {part!r} is neither an integer nor a size symbol; {_SPEC_HELP}") from None
         if size < 0:
             raise ValueError(f"input spec {text!r}: dimension {size} is negative; give every size explicitly ({_SPEC_HELP})")
         dims.append(size)
     return name, tuple(dims)
+
+
+def parse_bucket_spec(text: str) -> tuple[str, tuple[int, ...]]:
+    """Parse ``SYMBOL=SIZES`` (``--buckets N=1,8,32``: the sizes of size symbol ``N`` to tune
+    and build) into ``("N", (1, 8, 32))``.
+
+    Raises:
+        ValueError: a missing '=' or symbol, or a size that is not a whole number of at least 1.
+    """
+    example = "expected SYMBOL=SIZES, e.g. 'N=1,8,32' (the sizes of size symbol N to tune)"
+    name, sep, body = str(text).partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(example)
+    sizes = []
+    for part in (p.strip() for p in body.split(",")):
+        if not part.isdigit() or int(part) < 1:
+            raise ValueError(f"size {part!r} is not a whole number of at least 1; {example}")
+        sizes.append(int(part))
+    return name, tuple(dict.fromkeys(sizes))
 
 
 def parse_input_file_spec(text: str) -> tuple[str, Path]:

@@ -1,5 +1,7 @@
-"""``python -m polytf.model_zoo NAME [--batch B | --sizes MxKxN] [--saved-model] -o PATH``: write a zoo
-model as a frozen GraphDef (or, with ``--saved-model``, as a SavedModel directory)."""
+"""``python -m polytf.model_zoo NAME [--batch B | --batch none | --sizes MxKxN] [--saved-model] -o PATH``:
+write a zoo model as a frozen GraphDef (or, with ``--saved-model``, as a SavedModel directory);
+``--batch none`` keeps the batch (and a BERT encoder's sequence) ``None``, as a serving export
+has it (:mod:`polytf.model_zoo.dynamic_models`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,29 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _batch(text: str) -> int | None:
+    """``--batch``: a whole number, or ``none`` (None)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a whole number nor none") from None
+
+
+def _write_dynamic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--batch none``: the model frozen with its None dimensions."""
+    from polytf.model_zoo.dynamic_models import DYNAMIC_MODELS, write_dynamic_model
+
+    if args.name not in DYNAMIC_MODELS or args.sizes is not None or args.saved_model:
+        parser.error(f"--batch none is for {', '.join(DYNAMIC_MODELS)} as a .pb, without --sizes or --saved-model")
+    print(write_dynamic_model(args.name, args.output))
+    for name, shape, dtype in DYNAMIC_MODELS[args.name]:
+        print(f"input: {name}:{','.join('?' if size is None else str(size) for size in shape)}" + ("" if dtype == "float32" else f" ({dtype})"))
+    print("output: Identity")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m polytf.model_zoo",
@@ -28,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         "Every model has placeholder 'input' (matmul: 'a' and 'b') and output node 'Identity'.",
     )
     parser.add_argument("name", choices=MODEL_NAMES, help="which model")
-    parser.add_argument("--batch", type=int, default=1, help="leading input dimension (default 1; for odd_matmul: m, default 37)")
+    parser.add_argument(
+        "--batch",
+        type=_batch,
+        default=1,
+        help="leading input dimension (default 1; for odd_matmul: m, default 37), or none: left None, known only at the call "
+        "(cifar_cnn, mobilenet_v2, resnet50, transformer_encoder; bert_encoder: batch and sequence)",
+    )
     parser.add_argument("--sizes", metavar="MxKxN", help="matmul only: a is [M, K], b is [K, N] (default 256x256x256)")
     parser.add_argument(
         "--saved-model",
@@ -37,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-o", "--output", required=True, help="the .pb file (with --saved-model: the directory) to write")
     args = parser.parse_args(argv)
+    if args.batch is None:
+        return _write_dynamic(parser, args)
     if args.batch < 1:
         parser.error("--batch must be at least 1")
     sizes = None

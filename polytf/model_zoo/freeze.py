@@ -155,7 +155,7 @@ class ZooModelInfo:
         return self.dtypes or ("float32",) * len(self.placeholders)
 
 
-def _normalize_specs(tf: Any, input_specs: Any) -> list[Any]:
+def _normalize_specs(tf: Any, input_specs: Any, unknown_sizes: bool = False) -> list[Any]:
     if isinstance(input_specs, tf.TensorSpec):
         input_specs = [input_specs]
     elif isinstance(input_specs, tuple) and input_specs and isinstance(input_specs[0], str):
@@ -169,15 +169,16 @@ def _normalize_specs(tf: Any, input_specs: Any) -> list[Any]:
             continue
         name, shape, *rest = spec
         dtype = tf.as_dtype(rest[0]) if rest else tf.float32
-        specs.append(tf.TensorSpec(tuple(int(d) for d in shape), dtype, name=name))
+        specs.append(tf.TensorSpec(tuple(None if d is None else int(d) for d in shape), dtype, name=name))
     for spec in specs:
-        if not spec.shape.is_fully_defined():
+        if not unknown_sizes and not spec.shape.is_fully_defined():
             raise ValueError(f"input '{spec.name}' has a non-static shape {spec.shape}; give every dimension (batch included)")
     return specs
 
 
-def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any, lower_control_flow: bool = True) -> Any:
-    """Trace ``model_or_function`` with static input shapes and freeze its variables to constants.
+def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any, lower_control_flow: bool = True, unknown_sizes: bool = False) -> Any:
+    """Trace ``model_or_function`` with static input shapes (``unknown_sizes``: some may be
+    ``None``, a dimension known only at the call) and freeze its variables to constants.
 
     Args:
         model_or_function: a Keras model (called with ``training=False``), a ``tf.function``
@@ -197,7 +198,7 @@ def freeze_to_graphdef(model_or_function: Callable[..., Any], input_specs: Any, 
     tf = import_tensorflow()
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    specs = _normalize_specs(tf, input_specs)
+    specs = _normalize_specs(tf, input_specs, unknown_sizes)
     target = getattr(model_or_function, "python_function", model_or_function)
     is_keras = hasattr(model_or_function, "layers") and hasattr(model_or_function, "get_weights")
 

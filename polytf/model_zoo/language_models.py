@@ -159,27 +159,31 @@ def gpt2_block(
 
 
 def bert_encoder(
-    batch: int = 1,
+    batch: int | None = 1,
     seed: int = DEFAULT_SEED,
-    sequence: int = 64,
+    sequence: int | None = 64,
     model_width: int = 128,
     heads: int = 4,
     feed_forward_width: int = 512,
+    max_sequence: int = 128,
 ) -> Any:
     """A BERT-style encoder layer on token ids with an attention mask (see the module docstring).
 
     Inputs: ``"input"`` int32 ``[batch, sequence]`` token ids in ``[0, VOCABULARY_SIZE)``,
     ``"attention_mask"`` int32 ``[batch, sequence]`` (1: attend to this key, 0: padding).
-    Output: float32 ``[batch, sequence, model_width]``.
+    Output: float32 ``[batch, sequence, model_width]``. A ``None`` batch or sequence is
+    unknown until the call, as a BERT export has it: the graph then reads it with ``Shape`` and
+    ``StridedSlice`` and builds its reshapes with ``Pack``, and the position table has
+    ``max_sequence`` rows, sliced to the call's sequence.
 
     Raises:
         ValueError: non-positive sizes, or ``model_width`` not a multiple of ``heads``.
     """
     tf = import_tensorflow()
-    _check_sizes(model_width, heads, sequence, batch)
+    _check_sizes(model_width, heads, sequence or max_sequence, batch or 1)
     weights = _Weights(seed)
     token_table = weights.embedding(VOCABULARY_SIZE, model_width)
-    position_table = weights.embedding(sequence, model_width)
+    position_table = weights.embedding(sequence or max_sequence, model_width)
     embedding_norm = (weights.gamma(model_width), weights.bias(model_width))
     query, key, value = ((weights.matrix(model_width, model_width), weights.bias(model_width)) for _ in range(3))
     projection = (weights.matrix(model_width, model_width), weights.bias(model_width))
@@ -190,13 +194,16 @@ def bert_encoder(
     head_width = model_width // heads
 
     def fn(token_ids: Any, attention_mask: Any) -> Any:
-        x = tf.gather(tf.constant(token_table), token_ids) + tf.constant(position_table)
+        b = batch if batch is not None else tf.shape(token_ids)[0]
+        s = sequence if sequence is not None else tf.shape(token_ids)[1]
+        positions = tf.constant(position_table) if sequence is not None else tf.constant(position_table)[:s]
+        x = tf.gather(tf.constant(token_table), token_ids) + positions
         x = _layer_norm(tf, x, *embedding_norm, epsilon=1e-12)
-        q, k, v = (_split_heads(tf, _dense(tf, x, *w), batch, sequence, heads) for w in (query, key, value))
+        q, k, v = (_split_heads(tf, _dense(tf, x, *w), b, s, heads) for w in (query, key, value))
         scores = tf.linalg.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(head_width))
         padding = (1.0 - tf.cast(attention_mask, tf.float32)) * -10000.0
-        scores = scores + tf.reshape(padding, (batch, 1, 1, sequence))
-        attention = _merge_heads(tf, tf.linalg.matmul(tf.nn.softmax(scores, axis=-1), v), batch, sequence)
+        scores = scores + tf.reshape(padding, (b, 1, 1, s))
+        attention = _merge_heads(tf, tf.linalg.matmul(tf.nn.softmax(scores, axis=-1), v), b, s)
         y = _layer_norm(tf, x + _dense(tf, attention, *projection), *norm1, epsilon=1e-12)
         hidden = tf.nn.gelu(_dense(tf, y, *expand), approximate=False)
         return _layer_norm(tf, y + _dense(tf, hidden, *contract), *norm2, epsilon=1e-12)

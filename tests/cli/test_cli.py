@@ -123,7 +123,7 @@ def test_unsupported_ops_are_all_listed_and_the_cache_is_untouched(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
-def test_unknown_batch_needs_input_shape(tmp_path):
+def test_an_unknown_batch_is_tuned_at_its_smallest_size_unless_given(tmp_path):
     path = tmp_path / "model.pbtxt"
     path.write_text(
         'node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } '
@@ -131,10 +131,11 @@ def test_unknown_batch_needs_input_shape(tmp_path):
         'node { name: "y" op: "Relu" input: "x" }\n'
     )
     result = polytf("tune", path, "--trials", "1", "--cache-dir", tmp_path / "cache")
-    assert result.returncode == 1 and "--input x:" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "size bucket N=1 (1 bucket" in result.stdout and "Relu" in result.stdout
     fixed = polytf("tune", path, "--trials", "1", "--input", "x:4,3", "--cache-dir", tmp_path / "cache")
     assert fixed.returncode == 0, fixed.stderr
-    assert "Relu" in fixed.stdout
+    assert "Relu" in fixed.stdout and "size bucket" not in fixed.stdout
 
 
 def test_ops_lists_supported_ops():

@@ -36,14 +36,17 @@ def test_equal_sources_are_equal_and_hash_alike():
 @pytest.mark.parametrize(
     ("shapes", "message"),
     [
-        ({"x": [1, -1]}, "input shape for 'x' has a negative dimension: (1, -1)"),
-        ({"x": ["a"]}, "input shape for 'x' must be a sequence of ints"),
-        ({"x": "1,784"}, "input shape for 'x' must be a sequence of ints, got '1,784'"),
-        ({"x": 3}, "input shape for 'x' must be a sequence of ints, got 3"),
+        ({"x": [1, -1]}, "input shape for 'x': dimension -1 is negative"),
+        ({"x": ["3a"]}, "input shape for 'x': '3a' is not a size or a size symbol"),
+        ({"x": ["N=0..2"]}, "input shape for 'x': size symbol N: its range must start at 1"),
+        ({"x": [None]}, "input shape for 'x': dimension None is neither a size nor a size symbol"),
+        ({"x": "1,784"}, "input shape for 'x' must be a sequence of sizes (ints) and size symbols, got '1,784'"),
+        ({"x": 3}, "input shape for 'x' must be a sequence of sizes (ints) and size symbols, got 3"),
         ([("x", [1])], "input shapes must map placeholder names to shapes"),
     ],
 )
 def test_a_bad_input_shape_is_a_shape_error_naming_it(shapes, message):
+    """A size symbol's text (``"N"``, ``"N=1..64"``) is a dimension too; anything else is refused."""
     with pytest.raises(ShapeError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ModelSource("m.pb", input_shapes=shapes)
 

@@ -1,0 +1,105 @@
+"""Which dimensions of a model's inputs are size symbols: the model's :class:`SymbolicSignature`.
+
+A placeholder's dimension is a symbol when the user gives it as one (``--input x:N,784``,
+``input_shapes={"x": ("N=1..64", 784)}``) or when the graph declares it unknown (``-1``, a
+Keras ``None``) and the user gives no size for it. Such an unnamed dimension takes the name
+:func:`~polytf.graph.size_symbols.default_symbol_name` gives its axis (``N`` for the batch,
+``S`` for a sequence), so that the batch of every input is one symbol; a symbol the user
+named with a range keeps that range wherever the name appears.
+
+Steps of :func:`symbolic_signature`::
+
+    placeholders' declared shapes ─► input_shapes override ─► unknown dims named ─► signature
+    (None: unknown dimension)        (sizes and symbols)       by axis
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from polytf.compiler.model_source import ModelSource
+from polytf.compiler.preparation import read_graph
+from polytf.errors import ShapeError
+from polytf.graph import Graph, split_tensor_name
+from polytf.graph.size_symbols import Dimension, SizeSymbol, SymbolicSignature, default_symbol_name, parse_dimension
+from polytf.ops.sources import placeholder_shape
+
+__all__ = ["sized_sources", "symbolic_signature"]
+
+
+def symbolic_signature(
+    graph: Graph, input_shapes: Mapping[str, tuple[int | str, ...]], call_shapes: Mapping[str, Sequence[int]] | None = None
+) -> SymbolicSignature:
+    """The shapes of ``graph``'s placeholders with their size symbols (module docstring).
+
+    ``input_shapes`` are a :class:`~polytf.compiler.model_source.ModelSource`'s, keyed by
+    ``name`` or ``name:0``. A placeholder of unknown rank that ``input_shapes`` does not give
+    takes its shape from ``call_shapes`` (the arrays of a first call, as ``polytf run`` has
+    them), else is left out (shape inference then asks for its shape).
+
+    Raises:
+        ShapeError: one symbol given two different ranges, or a dimension that is neither a
+            size nor a symbol (the message names the placeholder).
+    """
+    given = {split_tensor_name(key)[0]: shape for key, shape in input_shapes.items()}
+    called = {split_tensor_name(key)[0]: tuple(shape) for key, shape in (call_shapes or {}).items()}
+    symbols: dict[str, SizeSymbol] = {}
+    shapes: dict[str, tuple[Dimension, ...]] = {}
+    unnamed: list[tuple[str, int]] = []
+    for node in graph.placeholders:
+        shape = given.get(node.name)
+        if shape is None:
+            declared = placeholder_shape(node)
+            if declared is None:
+                if node.name in called:
+                    shapes[node.name] = tuple(int(size) for size in called[node.name])
+                continue
+            shapes[node.name] = tuple(size if size is not None else "" for size in declared)
+            unnamed += [(node.name, axis) for axis, size in enumerate(declared) if size is None]
+            continue
+        dimensions: list[Dimension] = []
+        for size in shape:
+            parsed = parse_dimension(size, f"input shape for '{node.name}'")
+            if isinstance(parsed, SizeSymbol):
+                _add(symbols, parsed, node.name)
+                dimensions.append(parsed.name)
+            else:
+                dimensions.append(parsed)
+        shapes[node.name] = tuple(dimensions)
+    for name, axis in unnamed:
+        symbol = symbols.get(default_symbol_name(axis)) or SizeSymbol(default_symbol_name(axis))
+        symbols[symbol.name] = symbol
+        shape = list(shapes[name])
+        shape[axis] = symbol.name
+        shapes[name] = tuple(shape)
+    return SymbolicSignature(shapes, symbols)
+
+
+def _add(symbols: dict[str, SizeSymbol], symbol: SizeSymbol, placeholder: str) -> None:
+    """Record ``symbol``; one name with a range and without one is the ranged symbol.
+
+    Raises:
+        ShapeError: the same name given two different ranges.
+    """
+    known = symbols.get(symbol.name)
+    if known is None or known == SizeSymbol(symbol.name):
+        symbols[symbol.name] = symbol
+    elif symbol != SizeSymbol(symbol.name) and symbol != known:
+        raise ShapeError(f"input shape for '{placeholder}': size symbol {symbol.name} is given the range {symbol.range_text} here and {known.range_text} before")
+
+
+def sized_sources(source: ModelSource, buckets: Mapping[str, Sequence[int]] | None = None) -> list[tuple[dict[str, int], ModelSource]]:
+    """``source`` at every combination of ``buckets`` (symbol -> sizes; a symbol left out:
+    its smallest size), each with every size given: ``[(sizes, static source), ...]``. A
+    model without size symbols is ``[({}, source)]`` (then ``buckets`` must be empty).
+
+    Reads the model file (its placeholders' declared shapes).
+
+    Raises:
+        SizeError: a bucket of an unknown symbol, or a size outside its symbol's range.
+        GraphError: the file cannot be read.
+    """
+    signature = symbolic_signature(read_graph(source), source.input_shapes)
+    if signature.is_static and not buckets:
+        return [({}, source)]
+    return [(sizes, source.with_shapes(signature.concrete_shapes(sizes))) for sizes in signature.size_grid(buckets or {})]
