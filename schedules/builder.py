@@ -61,9 +61,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import islpy as isl
-
 from polytf.errors import ScheduleError
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import AffineExpr
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import islpy as isl
-
 from polytf.errors import ScheduleError
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo
 from polytf.poly.expression import Access, Binary, Constant, Expr, Load
 from polytf.poly.scop import ArrayInfo, Scop

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import islpy as isl
-
+from polytf.islpy_on_demand import isl
 from polytf.poly.scop import Scop
 from polytf.schedules.marks import HARDWARE_DIMENSIONS, GpuMark
 from polytf.schedules.recipe import ScheduleRecipe

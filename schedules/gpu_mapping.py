@@ -54,9 +54,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import islpy as isl
-
 from polytf.errors import ScheduleError
+from polytf.islpy_on_demand import isl
 from polytf.poly.scop import Scop
 from polytf.poly.statement import CopyKind, Statement
 from polytf.schedules.data_layout import apply_data_layout, replace_load

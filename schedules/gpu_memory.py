@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import islpy as isl
-
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import AffineExpr, Modulo
 from polytf.poly.expression import Access, Load
 from polytf.poly.scop import ArrayInfo, Scop

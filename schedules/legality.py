@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import islpy as isl
-
 from polytf.errors import ScheduleError
+from polytf.islpy_on_demand import isl
 from polytf.poly.dependences import Dependences, compute_dependences
 from polytf.poly.scop import Scop
 from polytf.schedules.marks import GpuMark, ParallelMark, mark_of

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import islpy as isl
+from polytf.islpy_on_demand import isl
 
 MICROKERNEL = "microkernel"
 PARALLEL = "parallel"

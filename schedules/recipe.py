@@ -28,6 +28,7 @@ target.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass
 from typing import ClassVar
@@ -97,7 +98,8 @@ class ScheduleRecipe:
         return json.loads(self.to_json())
 
     def to_json(self) -> str:
-        return json.dumps({"kind": self.kind, **asdict(self)}, sort_keys=True)
+        """The recipe as canonical JSON text (sorted keys); made once per distinct recipe."""
+        return _recipe_json(self)
 
     @staticmethod
     def from_dict(data: object) -> CpuRecipe | GpuRecipe:
@@ -338,3 +340,10 @@ def field_type_error(name: str, value: object, field_types: dict[str, tuple[type
     if _of_type(value, kind):
         return None
     return f"{name} must be {'an' if kind is int else 'a'} {_TYPE_NAMES[kind]}, not {value!r}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _recipe_json(recipe: ScheduleRecipe) -> str:
+    """:meth:`ScheduleRecipe.to_json`, remembered per distinct recipe (a load keys every kernel
+    by its recipe's JSON, twice)."""
+    return json.dumps({"kind": recipe.kind, **asdict(recipe)}, sort_keys=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import islpy as isl
-
+from polytf.islpy_on_demand import isl
 from polytf.poly.scop import balanced_union
 from polytf.poly.statement import Statement
 

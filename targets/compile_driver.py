@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import islpy as isl
-
+from polytf.islpy_on_demand import isl
 from polytf.poly.scop import Scop
 from polytf.schedules import builder
 from polytf.schedules.recipe import ScheduleRecipe

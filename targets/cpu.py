@@ -19,8 +19,8 @@ import os
 import sys
 import threading
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import islpy as isl
 import llvmlite
 import llvmlite.binding as llvm
 
@@ -29,13 +29,15 @@ from polytf.errors import CompileError, ForeignCpuError
 from polytf.poly.access_bounds import required_bytes
 from polytf.poly.scop import Scop
 from polytf.schedules.analytic_recipe import CacheSizes
-from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
-from polytf.targets.compile_driver import emit_kernel
 from polytf.targets.cpu_kinds import cpu_kind_from_environment, missing_features
 from polytf.targets.host_caches import host_cache_sizes
-from polytf.targets.llvm_codegen import KernelModuleBuilder
 from polytf.targets.target import CompiledKernel, Target, parse_verified
+
+if TYPE_CHECKING:  # the scheduler: imported where a kernel is compiled, not by a load that links
+    import islpy as isl
+
+    from polytf.schedules.builder import ScheduledScop
 
 _LOCK = threading.Lock()
 KERNEL_FUNCTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)
@@ -247,6 +249,8 @@ class CpuTarget(Target):
             CodegenError: an AST or expression the code generator does not handle.
         """
         vector_width, parallel = (recipe.vector_width, recipe.parallel) if isinstance(recipe, CpuRecipe) else (0, False)
+        from polytf.targets.llvm_codegen import KernelModuleBuilder  # the code generator: not to link cached code
+
         builder = KernelModuleBuilder(
             scheduled.scop,
             ast,
@@ -264,6 +268,8 @@ class CpuTarget(Target):
     def emit_llvm_ir(self, scop: Scop, recipe: ScheduleRecipe, constant_arrays: frozenset[str] = frozenset()) -> str:
         """Unoptimised LLVM IR of the kernel through the compile driver (raises ScheduleError /
         CodegenError); ``constant_arrays`` as for :meth:`compile`."""
+        from polytf.targets.compile_driver import emit_kernel
+
         return emit_kernel(scop, recipe, self, constant_arrays).code
 
     def optimise(self, ir_text: str, kernel: str) -> llvm.ModuleRef:

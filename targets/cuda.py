@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import islpy as isl
 import llvmlite
 import llvmlite.binding as llvm
 
 from polytf.config import CodegenConfig
 from polytf.errors import CodegenError, CompileError
+from polytf.islpy_on_demand import isl
 from polytf.poly.access_bounds import array_bytes, required_bytes
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.schedules.builder import ScheduledScop

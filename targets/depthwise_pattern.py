@@ -21,8 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import islpy as isl
-
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import AffineExpr, DynamicIndex
 from polytf.poly.expression import Binary, Constant, Expr, Load, Unary
 from polytf.poly.scop import Scop

@@ -48,11 +48,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import islpy as isl
 import llvmlite.ir as ir
 from llvmlite.ir.values import MDValue
 
 from polytf.errors import CodegenError
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import affine_of_ast
 from polytf.poly.expression import Binary, Expr, Load
 from polytf.poly.scop import Scop

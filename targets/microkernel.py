@@ -34,9 +34,9 @@ import functools
 import itertools
 from dataclasses import dataclass
 
-import islpy as isl
 import llvmlite.ir as ir
 
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import AffineExpr, FloorDiv, Modulo, affine_of_ast, index_affine, quotient_affine, substitute
 from polytf.poly.expression import Binary, Compare, Constant, Expr, Load, Select, Unary
 from polytf.poly.statement import Statement

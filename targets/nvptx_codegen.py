@@ -36,10 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import islpy as isl
 import llvmlite.ir as ir
 
 from polytf.errors import CodegenError
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import AffineExpr, affine_of_ast
 from polytf.poly.scop import Scop
 from polytf.schedules.gpu_grid import GpuLaunch, HardwareCoordinate

@@ -53,12 +53,13 @@ which own the functions and loops; the micro-kernel emitter
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
-import islpy as isl
 import llvmlite.ir as ir
 
 from polytf.errors import CodegenError
+from polytf.islpy_on_demand import isl
 from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo, affine_of_ast, index_affine
 from polytf.poly.expression import (
     INTEGER_BINARY_OPS,
@@ -97,13 +98,17 @@ def float_comparison(builder: ir.IRBuilder, op: str, lhs: ir.Value, rhs: ir.Valu
     symbol = _FLOAT_COMPARISONS[op]
     return builder.fcmp_unordered(symbol, lhs, rhs) if symbol == "!=" else builder.fcmp_ordered(symbol, lhs, rhs)
 
-_COMPARISONS = {
-    isl.ast_expr_op_type.eq: "==",
-    isl.ast_expr_op_type.le: "<=",
-    isl.ast_expr_op_type.lt: "<",
-    isl.ast_expr_op_type.ge: ">=",
-    isl.ast_expr_op_type.gt: ">",
-}
+@functools.cache
+def _comparisons() -> dict:
+    """isl's comparison operators of an AST expression -> LLVM's integer predicate (made on
+    first use: islpy is imported on demand, :mod:`polytf.islpy_on_demand`)."""
+    return {
+        isl.ast_expr_op_type.eq: "==",
+        isl.ast_expr_op_type.le: "<=",
+        isl.ast_expr_op_type.lt: "<",
+        isl.ast_expr_op_type.ge: ">=",
+        isl.ast_expr_op_type.gt: ">",
+    }
 
 #: Fast-math flags of float arithmetic (module docstring): ``contract`` only by default.
 DEFAULT_FLAGS = ("contract",)
@@ -470,8 +475,8 @@ class StatementEmitter:
             condition, then, otherwise = (self._expression(a, env) for a in arguments)
             return b.select(condition, then, otherwise)
         values = [self._expression(a, env) for a in arguments]
-        if op in _COMPARISONS:
-            return b.icmp_signed(_COMPARISONS[op], values[0], values[1])
+        if op in _comparisons():
+            return b.icmp_signed(_comparisons()[op], values[0], values[1])
         if op == T.minus:
             return b.neg(values[0])
         if op == T.add:

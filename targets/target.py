@@ -10,8 +10,8 @@ from __future__ import annotations
 import abc
 import ctypes
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import islpy as isl
 import llvmlite.binding as llvm
 
 from polytf.errors import CompileError
@@ -19,12 +19,16 @@ from polytf.poly.access_bounds import array_bytes
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import Statement
 from polytf.schedules.analytic_recipe import CacheSizes
-from polytf.schedules.builder import ScheduledScop
 from polytf.schedules.recipe import ScheduleRecipe
-from polytf.schedules.search_space import SearchSpace
 from polytf.schedules.target_limits import TargetLimits
-from polytf.targets.compile_driver import compile_kernel
 from polytf.targets.kernel import Kernel
+
+if TYPE_CHECKING:  # the scheduler and the code generator: imported where a kernel is compiled,
+    # not by a load that links every kernel from the cache
+    import islpy as isl
+
+    from polytf.schedules.builder import ScheduledScop
+    from polytf.schedules.search_space import SearchSpace
 
 
 @dataclass
@@ -125,6 +129,8 @@ class Target(abc.ABC):
     def search_space(self, scop: Scop, threads: int) -> SearchSpace:
         """The search space of ``scop`` on this target with ``threads`` threads: register
         tiles from its vector lanes and registers, the default recipe blocked for its caches."""
+        from polytf.schedules.search_space import SearchSpace
+
         return SearchSpace.for_scop(scop, threads, self.vector_lanes, self.vector_registers, self.cache_sizes)
 
     @abc.abstractmethod
@@ -158,4 +164,6 @@ class Target(abc.ABC):
             ScheduleError: the recipe is illegal for the Scop.
             CodegenError, CompileError: code generation or the target's compiler failed.
         """
+        from polytf.targets.compile_driver import compile_kernel
+
         return compile_kernel(scop, recipe, self, constant_arrays)

@@ -20,6 +20,7 @@ from rich.table import Table
 from polytf.cli.console import format_seconds, stdout
 from polytf.errors import CacheError
 from polytf.storage.cache import KernelCache
+from polytf.storage.model_images import ModelImageCache
 from polytf.storage.object_cache import ObjectCache
 
 __all__ = ["execute", "list_compiled_kernels", "verify_cache", "verify_compiled_kernels"]
@@ -40,7 +41,11 @@ def execute(arguments: argparse.Namespace) -> int:
     elif arguments.action == "clear":
         report = cache.clear()
         removed_objects = objects.clear()
-        stdout.print(f"removed {report.records} records, {removed_objects} compiled kernels and default recipes, and {report.studies_removed} studies from {cache.directory}")
+        removed_models = ModelImageCache(arguments.cache_dir).clear()
+        stdout.print(
+            f"removed {report.records} records, {removed_objects} compiled kernels and default recipes, {removed_models} model entries "
+            f"(prepared models, packed weights), and {report.studies_removed} studies from {cache.directory}"
+        )
         if report.studies_kept:
             stdout.print(
                 f"kept {report.studies_kept} studies a polytf tune running on this cache may be using; "
@@ -66,6 +71,12 @@ def execute(arguments: argparse.Namespace) -> int:
             )
         stdout.print(table)
         list_compiled_kernels(objects)
+        models = ModelImageCache(arguments.cache_dir).entries()
+        if models:
+            stdout.print(
+                f"{len(models)} model entries (prepared models, packed weights, placeholder shapes, file hashes) in "
+                f"{models[0][0].parent}, {sum(size for _, size in models) / 1e6:.2f} MB"
+            )
     return 0
 
 

@@ -43,7 +43,7 @@ import numpy as np
 from polytf.compiler.build_options import TARGET_NAMES, BuildOptions
 from polytf.compiler.kernel_compilation import compile_steps
 from polytf.compiler.model_builder import build_model
-from polytf.compiler.preparation import PreparedModel
+from polytf.compiler.prepared_model import PreparedModel
 from polytf.compiler.recorded_recipes import CachedRecipe
 from polytf.config import CUDA_EMULATION_ENVIRONMENT_VARIABLE, CodegenConfig, MeasurementConfig, default_thread_count
 from polytf.errors import DependencyMissingError, PolytfError

@@ -101,9 +101,10 @@ class KernelCodeCache:
         recipe = None
         stored = self.objects.load_default_recipe(key) if self.objects is not None else None
         if stored is not None:
-            try:  # the schema and the kernel's ranges (no isl): a file is never trusted
-                recipe = ScheduleRecipe.from_dict(stored)
-                validate_recipe(kernel.scop, recipe, self.target.limits)  # checked; the key keeps the recipe as it was made
+            try:  # the schema; and the kernel's ranges (no isl) unless the entry checked itself
+                recipe = ScheduleRecipe.from_dict(stored[0])
+                if not stored[1]:  # an entry without a SHA-256 (an older polytf's)
+                    validate_recipe(kernel.scop, recipe, self.target.limits)  # the key keeps the recipe as it was made
             except PolytfError as error:
                 recipe = None
                 warn_ignored_object(self.objects.default_recipe_path(key), f"its recipe cannot be used ({error})")

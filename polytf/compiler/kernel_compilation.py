@@ -31,7 +31,7 @@ from typing import Any
 
 from polytf.compiler.code_cache import PARALLEL_COMPILE_MIN_KERNELS, KernelCodeCache
 from polytf.compiler.kernel_objects import CompileJob
-from polytf.compiler.preparation import PreparedModel
+from polytf.compiler.prepared_model import PreparedModel
 from polytf.compiler.recorded_recipes import CachedRecipe
 from polytf.errors import PolytfError
 from polytf.lowering.host_fallback import HostStep

@@ -2,46 +2,60 @@
 
 Steps of :func:`load_model` (``polytf.load``)::
 
-    ModelSource, BuildOptions ─► backend ─► read ─► size symbols? ─► prepare ─► tuning records ─► compile steps ─► model
-                                 CPU or     the     none: static     types ...  for the target,   record, else     CompiledModel
-                                 CUDA       graph   some: a Dynamic- lower      threads, knobs    default recipe   or CudaModel
-                                                    Model, steps 2-5 for each size called
+    ModelSource, BuildOptions ─► backend ─► placeholders ─► size symbols? ─► prepare ─► tuning records ─► compile steps ─► pack weights ─► model
+                                 CPU or     (kept, else     none: static     (kept,     for the target,   record, else     (kept, else      CompiledModel
+                                 CUDA       read)           some: Dynamic-   else read  threads, knobs    default recipe   packed now)      or CudaModel
+                                                            Model, steps 2-5 ... lower)
+                                                            per size called
 
 1. backend: :func:`~polytf.compiler.backends.backend_of_options`, chosen once (``"cuda"``
-   without CuPy or a GPU fails here, before the model is read); then the graph is read
-   (:func:`~polytf.compiler.preparation.read_graph`) and its size symbols found
-   (:func:`~polytf.compiler.symbolic_inputs.symbolic_signature`). With symbols (a ``None``
-   batch), the model is a :class:`~polytf.compiler.dynamic_model.DynamicModel` whose every
-   size goes through steps 2 to 5 as a static model; it is built for each symbol's smallest
-   size at once, so that a model polytf cannot compile fails here, not at its first call;
-2. prepare: :func:`polytf.compiler.preparation.prepare_model`, then the C heap's free pages
+   without CuPy or a GPU fails here, before the model is read); then the placeholders'
+   declared shapes (kept by an earlier load of the same file: :mod:`polytf.compiler.load_cache`,
+   else from the graph, read once: :func:`~polytf.compiler.preparation.read_graph`) give the
+   size symbols (:func:`~polytf.compiler.symbolic_inputs.symbolic_signature`). With symbols
+   (a ``None`` batch), the model is a :class:`~polytf.compiler.dynamic_model.DynamicModel`
+   whose every size goes through steps 2 to 5 as a static model; it is built for each
+   symbol's smallest size at once, so that a model polytf cannot compile fails here, not at
+   its first call;
+2. prepare: the prepared model an earlier load of the same file kept for these shapes, else
+   :func:`polytf.compiler.preparation.prepare_model` (and kept); then the C heap's free pages
    given back (:mod:`polytf.compiler.native_heap`);
 3. tuning records: :func:`polytf.compiler.recorded_recipes.stored_recipes`, looked up under
    the target's fingerprint and thread count, so that one target never uses another's;
 4. compile steps and model: :meth:`Backend.build_model <polytf.compiler.backends.Backend.build_model>`,
    every kernel compiled with its record's recipe, else its default recipe
-   (:mod:`polytf.compiler.kernel_compilation`);
+   (:mod:`polytf.compiler.kernel_compilation`; linked from the compiled-code cache when it
+   has them);
 5. constants: the prepared graph is let go, then the weights are packed
    (:meth:`Model.pack_constants <polytf.runtime.model.Model.pack_constants>`), each weight
-   released once packed.
+   released once packed; on the CPU, the packed weights an earlier load kept for these
+   recipes are mapped instead (and kept when packed now).
+
+With the compiled-code cache on (``compile_cache``), a second load of an unchanged file
+does no isl or LLVM work and runs no graph pass, lowering or weight packing: it hashes the
+file (or finds its hash remembered), maps the kept entries and links the kept kernels.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from polytf.compiler.backends import Backend, backend_of_options
 from polytf.compiler.build_options import BuildOptions
 from polytf.compiler.dynamic_model import DynamicModel
+from polytf.compiler.load_cache import LoadCache
 from polytf.compiler.model_source import ModelSource
 from polytf.compiler.native_heap import return_free_heap_memory
-from polytf.compiler.preparation import prepare_model, read_graph
 from polytf.compiler.recorded_recipes import stored_recipes
-from polytf.compiler.symbolic_inputs import symbolic_signature
+from polytf.compiler.symbolic_inputs import declared_shapes, symbolic_signature
 from polytf.config import CodegenConfig
 from polytf.graph import Graph, split_tensor_name
+from polytf.graph.size_symbols import SymbolicSignature
+from polytf.runtime.cpu.compiled_model import CompiledModel
 from polytf.runtime.model import Model
+from polytf.storage.model_images import ModelImageCache
 
 __all__ = ["load_model"]
 
@@ -75,20 +89,18 @@ def load_model(
     source, options = ModelSource.of(source), options or BuildOptions()
     codegen = CodegenConfig()
     backend = backend_of_options(options, codegen)
-    read = [read_graph(source)]
-    signature = symbolic_signature(read[0], source.input_shapes, first_call_shapes)
+    kept = LoadCache(ModelImageCache(options.cache_dir), source, options.fallback) if options.code_cache_enabled() else None
+    reader = _GraphReader(source)
+    declared = kept.declared_shapes() if kept is not None else None
+    if declared is None:
+        declared = declared_shapes(reader.graph())
+        if kept is not None:
+            kept.save_declared_shapes(declared)
+    signature = symbolic_signature(declared, source.input_shapes, first_call_shapes)
+    build = _Build(source, signature, reader, options, backend, codegen, progress, kept)
     if signature.is_static:
-        if first_call_shapes:  # a placeholder of unknown rank takes the first call's shape
-            source = source.with_shapes({**signature.shapes, **source.input_shapes})
-        # popped: the build holds the only reference to the graph as read, so that its weights
-        # are gone before they are packed (each weight held once: the peak of a load)
-        return _built_model(source, read.pop(), options, backend, codegen, progress)
-    graph = read.pop()  # kept by the dynamic model: every size is built from it
-
-    def build(sizes: dict[str, int]) -> Model:
-        return _built_model(source.with_shapes(signature.concrete_shapes(sizes)), graph, options, backend, codegen, progress)
-
-    model = DynamicModel(os.fspath(source.path), signature, build)
+        return build.model({})
+    model = DynamicModel(os.fspath(source.path), signature, build.model)
     first = signature.smallest_sizes()
     if first_call_shapes:
         first |= signature.bind({split_tensor_name(name)[0]: shape for name, shape in first_call_shapes.items()})
@@ -96,19 +108,78 @@ def load_model(
     return model
 
 
-def _built_model(
-    source: ModelSource, graph: Graph, options: BuildOptions, backend: Backend, codegen: CodegenConfig, progress: Callable[[str], None] | None
-) -> Model:
-    """Steps 2 to 5 (module docstring): ``source``, whose every size is given, and its
-    ``graph`` as read, built into a model."""
-    prepared = prepare_model(source, fallback=options.fallback, graph=graph)
-    del graph  # this frame's reference: the caller holds none for a static model
-    return_free_heap_memory()  # the front half's freed arrays: not in the load's peak
-    cached = stored_recipes(prepared, options, backend.target, backend.threads, codegen)
-    model = backend.build_model(prepared, progress=progress, cached=cached)
-    # The graph and its weights go before the weights are packed: each weight is then held
-    # either as read or packed, never both (the peak resident set of a load).
-    del prepared
-    model.pack_constants()
-    return_free_heap_memory()  # the build's freed temporaries and the weights as read
-    return model
+class _GraphReader:
+    """The graph of a model file, read only if a step needs it, and once for the steps of one
+    build."""
+
+    def __init__(self, source: ModelSource) -> None:
+        self.source = source
+        self._graph: Graph | None = None
+
+    def graph(self) -> Graph:
+        """The graph, read now or earlier (and kept)."""
+        from polytf.compiler.preparation import read_graph  # the frontend: only when a file is read
+
+        if self._graph is None:
+            self._graph = read_graph(self.source)
+        return self._graph
+
+    def take(self) -> Graph:
+        """The graph, no longer kept here: its caller holds the only reference, so that its
+        weights can go before they are packed (each weight held once: the peak of a load)."""
+        graph, self._graph = self.graph(), None
+        return graph
+
+
+@dataclass(frozen=True)
+class _Build:
+    """Steps 2 to 5 (module docstring) of one load, for any sizes of its symbols."""
+
+    source: ModelSource
+    signature: SymbolicSignature
+    reader: _GraphReader
+    options: BuildOptions
+    backend: Backend
+    codegen: CodegenConfig
+    progress: Callable[[str], None] | None
+    kept: LoadCache | None
+
+    def model(self, sizes: dict[str, int]) -> Model:
+        """The static model of the symbols' ``sizes`` (``{}`` without symbols). The graph, when
+        it must be read, is not kept: another size of a dynamic model reads it again (a build
+        that reads it compiles kernels too, seconds), so that a dynamic model holds no weight
+        but its sizes' packed ones."""
+        shapes = self.signature.concrete_shapes(sizes)
+        source = self.source.with_shapes({**shapes, **{name: shape for name, shape in self.source.input_shapes.items() if split_tensor_name(name)[0] not in shapes}})
+        key = self.kept.prepared_key(shapes) if self.kept is not None else None
+        prepared = self.kept.prepared(key) if self.kept is not None else None
+        if prepared is None:
+            from polytf.compiler.preparation import prepare_model  # the passes and lowering: not on a warm load
+
+            prepared = prepare_model(source, fallback=self.options.fallback, graph=self.reader.take())
+            if self.kept is not None:
+                self.kept.save_prepared(key, prepared)
+        return_free_heap_memory()  # the front half's freed arrays: not in the load's peak
+        cached = stored_recipes(prepared, self.options, self.backend.target, self.backend.threads, self.codegen)
+        model = self.backend.build_model(prepared, progress=self.progress, cached=cached)
+        # The graph and its weights go before the weights are packed: each weight is then held
+        # either as read or packed, never both (the peak resident set of a load).
+        del prepared
+        self._pack(model, key)
+        return_free_heap_memory()  # the build's freed temporaries and the weights as read
+        return model
+
+    def _pack(self, model: Model, prepared_key: dict | None) -> None:
+        """Pack ``model``'s weights: those kept for its recipes when the cache has them (then
+        mapped, not packed), else packed now (and kept)."""
+        if self.kept is None or not isinstance(model, CompiledModel):
+            model.pack_constants()
+            return
+        recipes = [[name, recipe.to_dict()] for name, recipe in model.recipes.items()]
+        key = self.kept.packed_key(prepared_key, self.backend.target.fingerprint(), recipes)
+        packed = self.kept.packed(key)
+        if packed is not None and model.use_packed_weights(packed):
+            model.pack_constants()  # the first execution context
+            return
+        model.pack_constants()
+        self.kept.save_packed(key, model.packed_weights)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from polytf.compiler.code_cache import KernelCodeCache
 from polytf.compiler.kernel_compilation import compile_steps
-from polytf.compiler.preparation import PreparedModel
+from polytf.compiler.prepared_model import PreparedModel
 from polytf.compiler.recorded_recipes import CachedRecipe
 from polytf.config import default_thread_count
 from polytf.runtime.cpu.compiled_model import CompiledModel

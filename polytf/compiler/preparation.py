@@ -26,14 +26,13 @@ tuning record's recipe or the default one.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from polytf.compiler.model_source import ModelSource
+from polytf.compiler.prepared_model import PreparedModel
 from polytf.errors import ShapeError
 from polytf.frontend import load_graph
-from polytf.graph import FusionGroup, Graph
-from polytf.lowering.host_fallback import HostNode, HostStep, lower_with_fallback
-from polytf.lowering.lowered_kernel import LoweredKernel
+from polytf.graph import Graph
+from polytf.lowering.host_fallback import lower_with_fallback
 from polytf.lowering.shape_inference import infer_types
 from polytf.passes.pipeline import optimize
 from polytf.passes.pruning import prune_to_outputs
@@ -41,32 +40,6 @@ from polytf.passes.report import PassReport
 from polytf.plan.buffer_placement import place_in_consumer_buffers
 
 __all__ = ["PreparedModel", "prepare_graph", "prepare_model", "read_graph"]
-
-
-@dataclass(frozen=True)
-class PreparedModel:
-    """A model after the front half of the compiler.
-
-    Attributes:
-        graph: typed and optimized graph.
-        groups: fusion groups in execution order, host groups (``on_host``) included.
-        kernels: the lowered Scops of the compiled groups, same order.
-        passes: what each graph pass changed, in the order they ran (all rounds).
-        host_nodes: the nodes that run on the host, with the reason
-            (:mod:`polytf.lowering.host_fallback`).
-    """
-
-    graph: Graph
-    groups: tuple[FusionGroup, ...]
-    kernels: tuple[LoweredKernel, ...]
-    passes: tuple[PassReport, ...]
-    host_nodes: tuple[HostNode, ...] = ()
-
-    def steps(self) -> list[LoweredKernel | HostStep]:
-        """Kernels and host steps in execution order."""
-        kernels = iter(self.kernels)
-        host = {node.name: node for node in self.host_nodes}
-        return [HostStep.of(self.graph, group, host[group.nodes[0]]) if group.on_host else next(kernels) for group in self.groups]
 
 
 def read_graph(source: ModelSource) -> Graph:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polytf.compiler.build_options import BuildOptions
-from polytf.compiler.preparation import PreparedModel
+from polytf.compiler.prepared_model import PreparedModel
 from polytf.config import CodegenConfig, code_knobs
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.schedules.recipe import ScheduleRecipe

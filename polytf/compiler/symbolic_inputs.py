@@ -18,19 +18,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from polytf.compiler.model_source import ModelSource
-from polytf.compiler.preparation import read_graph
 from polytf.errors import ShapeError
 from polytf.graph import Graph, split_tensor_name
 from polytf.graph.size_symbols import Dimension, SizeSymbol, SymbolicSignature, default_symbol_name, parse_dimension
 from polytf.ops.sources import placeholder_shape
 
-__all__ = ["sized_sources", "symbolic_signature"]
+__all__ = ["declared_shapes", "sized_sources", "symbolic_signature"]
+
+
+def declared_shapes(graph: Graph) -> dict[str, tuple[int | None, ...] | None]:
+    """Placeholder name -> its shape as the GraphDef declares it (None: an unknown dimension;
+    None for an unknown rank), in node order."""
+    return {node.name: placeholder_shape(node) for node in graph.placeholders}
 
 
 def symbolic_signature(
-    graph: Graph, input_shapes: Mapping[str, tuple[int | str, ...]], call_shapes: Mapping[str, Sequence[int]] | None = None
+    declared: Mapping[str, tuple[int | None, ...] | None], input_shapes: Mapping[str, tuple[int | str, ...]], call_shapes: Mapping[str, Sequence[int]] | None = None
 ) -> SymbolicSignature:
-    """The shapes of ``graph``'s placeholders with their size symbols (module docstring).
+    """The shapes of the placeholders (``declared``: :func:`declared_shapes`) with their size
+    symbols (module docstring).
 
     ``input_shapes`` are a :class:`~polytf.compiler.model_source.ModelSource`'s, keyed by
     ``name`` or ``name:0``. A placeholder of unknown rank that ``input_shapes`` does not give
@@ -46,26 +52,25 @@ def symbolic_signature(
     symbols: dict[str, SizeSymbol] = {}
     shapes: dict[str, tuple[Dimension, ...]] = {}
     unnamed: list[tuple[str, int]] = []
-    for node in graph.placeholders:
-        shape = given.get(node.name)
+    for placeholder, declared_shape in declared.items():
+        shape = given.get(placeholder)
         if shape is None:
-            declared = placeholder_shape(node)
-            if declared is None:
-                if node.name in called:
-                    shapes[node.name] = tuple(int(size) for size in called[node.name])
+            if declared_shape is None:
+                if placeholder in called:
+                    shapes[placeholder] = tuple(int(size) for size in called[placeholder])
                 continue
-            shapes[node.name] = tuple(size if size is not None else "" for size in declared)
-            unnamed += [(node.name, axis) for axis, size in enumerate(declared) if size is None]
+            shapes[placeholder] = tuple(size if size is not None else "" for size in declared_shape)
+            unnamed += [(placeholder, axis) for axis, size in enumerate(declared_shape) if size is None]
             continue
         dimensions: list[Dimension] = []
         for size in shape:
-            parsed = parse_dimension(size, f"input shape for '{node.name}'")
+            parsed = parse_dimension(size, f"input shape for '{placeholder}'")
             if isinstance(parsed, SizeSymbol):
-                _add(symbols, parsed, node.name)
+                _add(symbols, parsed, placeholder)
                 dimensions.append(parsed.name)
             else:
                 dimensions.append(parsed)
-        shapes[node.name] = tuple(dimensions)
+        shapes[placeholder] = tuple(dimensions)
     for name, axis in unnamed:
         symbol = symbols.get(default_symbol_name(axis)) or SizeSymbol(default_symbol_name(axis))
         symbols[symbol.name] = symbol
@@ -99,7 +104,9 @@ def sized_sources(source: ModelSource, buckets: Mapping[str, Sequence[int]] | No
         SizeError: a bucket of an unknown symbol, or a size outside its symbol's range.
         GraphError: the file cannot be read.
     """
-    signature = symbolic_signature(read_graph(source), source.input_shapes)
+    from polytf.compiler.preparation import read_graph  # the frontend
+
+    signature = symbolic_signature(declared_shapes(read_graph(source)), source.input_shapes)
     if signature.is_static and not buckets:
         return [({}, source)]
     return [(sizes, source.with_shapes(signature.concrete_shapes(sizes))) for sizes in signature.size_grid(buckets or {})]

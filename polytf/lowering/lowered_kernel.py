@@ -97,18 +97,25 @@ def lower_group(graph: Graph, group: FusionGroup) -> LoweredKernel:
         for info in scop.arrays
         if info.role == "input" and info.tensor in graph.constants
     }
-    return LoweredKernel(group, scop, tensors, _reference(graph, group, names), constant_values)
+    return LoweredKernel(group, scop, tensors, _GroupReference(graph, group, dict(names)), constant_values)
 
 
-def _reference(graph: Graph, group: FusionGroup, names: Mapping[str, str]):
-    def run(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        values = {tensor: arrays[names[tensor]] for tensor in group.inputs}
+@dataclass(frozen=True)
+class _GroupReference:
+    """The numpy reference of a fusion group: each node's op reference in program order
+    (a value, not a closure, so that a prepared model can be kept: :mod:`polytf.compiler.load_cache`)."""
+
+    graph: Graph
+    group: FusionGroup
+    names: Mapping[str, str]
+
+    def __call__(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        graph, names = self.graph, self.names
+        values = {tensor: arrays[names[tensor]] for tensor in self.group.inputs}
         with single_threaded_blas():
-            for node_name in group.nodes:
+            for node_name in self.group.nodes:
                 node = graph.nodes[node_name]
                 inputs = [values[t] if t in values else graph.constants[t] for t in node.inputs if not t.startswith("^")]
                 (result, *_) = lookup(node.op).reference(node, inputs)
                 values[node.output(0)] = np.asarray(result, dtype=graph.types[node.output(0)].dtype)
-        return {names[t]: values[t] for t in group.outputs}
-
-    return run
+        return {names[t]: values[t] for t in self.group.outputs}

@@ -42,10 +42,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-import islpy as isl
 import numpy as np
 
 from polytf.graph import FusionGroup, Graph
+from polytf.islpy_on_demand import isl
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.ops import lookup
 from polytf.passes.fusion import resolve_view

@@ -154,6 +154,15 @@ class DeferredPacking:
     originals: dict[str, np.ndarray] = field(default_factory=dict)
     packings: list[_Packing] = field(default_factory=list)
 
+    def expected(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Key -> ``(shape, dtype)`` of every array :meth:`run` gives, without running it."""
+        result = {}
+        for packing in self.packings:
+            arrays = {info.name: info for info in packing.kernel.arrays}
+            for name, key in packing.keys.items():
+                result[key] = (tuple(arrays[name].shape), str(arrays[name].dtype))
+        return result
+
     def run(self) -> dict[str, np.ndarray]:
         """Every packing, in order; returns key -> packed array. Each weight is let go (removed
         from :attr:`originals`) as soon as the last packing that reads it has run, so that,

@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import islpy as isl
 import numpy as np
 
 from polytf.errors import PolyhedralError
+from polytf.islpy_on_demand import isl
 from polytf.poly.expression import Gather, Load, subexpressions
 from polytf.poly.scop import ArrayInfo, Scop
 from polytf.poly.statement import box_set

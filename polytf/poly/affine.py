@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import islpy as isl
 import numpy as np
+
+from polytf.islpy_on_demand import isl
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import islpy as isl
-
+from polytf.islpy_on_demand import isl
 from polytf.poly.scop import Scop, balanced_union
 
 

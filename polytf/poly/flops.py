@@ -28,9 +28,8 @@ import math
 import re
 from functools import lru_cache
 
-import islpy as isl
-
 from polytf.errors import PolyhedralError
+from polytf.islpy_on_demand import isl
 from polytf.poly.expression import Binary, Load
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement

@@ -7,9 +7,9 @@ their op's numpy reference with it, independently of any code generator.
 
 from __future__ import annotations
 
-import islpy as isl
 import numpy as np
 
+from polytf.islpy_on_demand import isl
 from polytf.poly.expression import evaluate
 from polytf.poly.scop import Scop
 from polytf.poly.statement import Statement

@@ -11,8 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import cached_property
 
-import islpy as isl
-
+from polytf.islpy_on_demand import isl
 from polytf.poly.statement import Statement
 
 
@@ -124,7 +123,11 @@ class Scop:
         return "\n".join(lines)
 
     def fingerprint(self) -> str:
-        """SHA-256 of :meth:`canonical_text` (hex, 16 characters)."""
+        """SHA-256 of :meth:`canonical_text` (hex, 16 characters); computed once per Scop."""
+        return self._fingerprint
+
+    @cached_property
+    def _fingerprint(self) -> str:
         return hashlib.sha256(self.canonical_text().encode()).hexdigest()[:16]
 
     def __str__(self) -> str:

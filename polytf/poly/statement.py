@@ -20,9 +20,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-import islpy as isl
-
 from polytf.errors import PolyhedralError
+from polytf.islpy_on_demand import isl
 from polytf.poly.expression import Access, Expr
 
 

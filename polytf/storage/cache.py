@@ -33,6 +33,7 @@ import os
 import re
 import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -296,9 +297,10 @@ class KernelCache:
         return tuner_running(self.tuners_lock_file)
 
 
-def write_atomically(path: Path, data: bytes, what: str) -> Path:
-    """Write ``data`` to a temporary file beside ``path`` and rename it over ``path`` (a reader
-    sees the old file or the new one, never half of one); the caller holds the lock.
+def write_atomically(path: Path, data: bytes | Sequence[bytes | memoryview], what: str) -> Path:
+    """Write ``data`` (bytes, or buffers written one after the other, never joined in memory)
+    to a temporary file beside ``path`` and rename it over ``path`` (a reader sees the old file
+    or the new one, never half of one); the caller holds the lock.
 
     Raises:
         CacheError: the file cannot be written (naming ``what`` and ``path``).
@@ -307,13 +309,52 @@ def write_atomically(path: Path, data: bytes, what: str) -> Path:
     try:
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, suffix=".tmp", delete=False) as handle:
             temporary = handle.name
-            handle.write(data)
+            for part in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+                handle.write(part)
         os.replace(temporary, path)
     except OSError as error:
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
         raise CacheError(f"cannot write {what} {path}: {error}") from None
     return path
+
+
+def write_entry(cache: KernelCache, folder: Path, path: Path, data: bytes | Sequence[bytes | memoryview], what: str) -> Path:
+    """Write one entry file of a cache sub-folder (``objects``, ``models``) atomically, under
+    the folder's lock, creating the folder first.
+
+    Raises:
+        CacheError: the folder cannot be created or the file written.
+    """
+    with cache.lock(folder.name):  # lock() creates the cache directory
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CacheError(f"cannot create {folder}: {error}; choose another cache with --cache-dir or POLYTF_CACHE_DIR") from None
+        return write_atomically(path, data, what)
+
+
+def clear_entries(cache: KernelCache, folder: Path, suffixes: tuple[str, ...], what: str) -> int:
+    """Delete every file of a cache sub-folder whose name ends with one of ``suffixes`` (and
+    the temporary files a killed writer left), under the folder's lock; returns how many
+    entries (not temporary files) were removed.
+
+    Raises:
+        CacheError: a file cannot be removed (naming ``what``).
+    """
+    if not folder.is_dir():
+        return 0
+    count = 0
+    with cache.lock(folder.name):
+        try:
+            for path in folder.iterdir():
+                if path.name.endswith(suffixes):
+                    count += 1
+                if path.name.endswith((*suffixes, ".tmp")):
+                    path.unlink(missing_ok=True)
+        except OSError as error:
+            raise CacheError(f"cannot remove {what} from {folder}: {error}") from None
+    return count
 
 
 def warn_ignored_record(path: Path | str, reason: str) -> None:

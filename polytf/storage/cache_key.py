@@ -11,20 +11,27 @@ the record, 'znver3' here").
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-import islpy
 import llvmlite
 
 from polytf.errors import CacheError
+from polytf.islpy_on_demand import islpy_version
 from polytf.version import __version__
 
 
 def current_versions() -> dict:
-    """The versions that enter every key: polytf, islpy and llvmlite."""
-    return {"polytf": __version__, "islpy": islpy.__version__, "llvmlite": llvmlite.__version__}
+    """The versions that enter every key: polytf, islpy and llvmlite (a fresh dict; the
+    versions are looked up once per process)."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> tuple[tuple[str, str], ...]:
+    return (("polytf", __version__), ("islpy", islpy_version()), ("llvmlite", llvmlite.__version__))
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from functools import cached_property
 from pathlib import Path
 
 from polytf.errors import CacheError, CacheWarning
-from polytf.storage.cache import KernelCache, write_atomically
+from polytf.storage.cache import KernelCache, clear_entries, write_entry
 from polytf.storage.cache_key import current_versions, describe_key_differences, digest_problem, stored_key
 
 __all__ = ["DefaultRecipeKey", "KernelObject", "ObjectCache", "ObjectEntry", "ObjectKey", "OBJECT_SUFFIX", "DEFAULT_RECIPE_SUFFIX"]
@@ -225,9 +225,12 @@ class ObjectCache:
         return KernelObject(header["symbol"], header["kernel"], facts, code)
 
     # -- default recipes -----------------------------------------------------------------
-    def load_default_recipe(self, key: DefaultRecipeKey) -> dict | None:
-        """The recipe (JSON object) remembered for ``key``, or None (absent, or unusable:
-        then one CacheWarning). The caller validates the recipe itself."""
+    def load_default_recipe(self, key: DefaultRecipeKey) -> tuple[dict, bool] | None:
+        """The recipe (JSON object) remembered for ``key`` and whether the entry's SHA-256 of
+        it matched (an entry written before the entries had one: False), or None (absent, or
+        unusable: then one CacheWarning). The caller checks the recipe against its kernel
+        unless the SHA-256 matched: the entry is then what this cache wrote, for exactly this
+        key, as an object entry is."""
         expected = key.as_dict()
         path = self.default_recipe_path(expected)
         text = _read(path)
@@ -238,13 +241,18 @@ class ObjectCache:
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             warn_ignored_object(path, f"it is not valid JSON ({error})")
             return None
-        if not isinstance(value, dict) or set(value) != {"key", "recipe"} or not isinstance(value["recipe"], dict):
-            warn_ignored_object(path, "it is not a default-recipe entry (fields key and recipe)")
+        if not isinstance(value, dict) or not {"key", "recipe"} <= set(value) <= {"key", "recipe", "sha256"} or not isinstance(value["recipe"], dict):
+            warn_ignored_object(path, "it is not a default-recipe entry (fields key, recipe and sha256)")
             return None
         if value["key"] != expected:
             warn_ignored_object(path, describe_key_differences(value["key"], expected, made="made", holder="the file"))
             return None
-        return value["recipe"]
+        if "sha256" not in value:
+            return value["recipe"], False
+        if value["sha256"] != _recipe_digest(value["recipe"]):
+            warn_ignored_object(path, "its SHA-256 does not match its recipe (a corrupt or edited file)")
+            return None
+        return value["recipe"], True
 
     def save_default_recipe(self, key: DefaultRecipeKey, recipe: dict) -> Path:
         """Remember ``recipe`` (a recipe's JSON object) as the default recipe of ``key``.
@@ -253,7 +261,7 @@ class ObjectCache:
             CacheError: the file cannot be written.
         """
         expected = key.as_dict()
-        data = json.dumps({"key": expected, "recipe": recipe}, sort_keys=True).encode()
+        data = json.dumps({"key": expected, "recipe": recipe, "sha256": _recipe_digest(recipe)}, sort_keys=True).encode()
         return self._write(self.default_recipe_path(expected), data)
 
     # -- the whole directory -----------------------------------------------------------
@@ -277,27 +285,10 @@ class ObjectCache:
         Raises:
             CacheError: a file cannot be removed.
         """
-        if not self.directory.is_dir():
-            return 0
-        count = 0
-        with self._cache.lock("objects"):
-            try:
-                for path in self.directory.iterdir():
-                    if path.name.endswith((OBJECT_SUFFIX, DEFAULT_RECIPE_SUFFIX)):
-                        count += 1
-                    if path.name.endswith((OBJECT_SUFFIX, DEFAULT_RECIPE_SUFFIX, ".tmp")):
-                        path.unlink(missing_ok=True)
-            except OSError as error:
-                raise CacheError(f"cannot remove compiled kernels from {self.directory}: {error}") from None
-        return count
+        return clear_entries(self._cache, self.directory, (OBJECT_SUFFIX, DEFAULT_RECIPE_SUFFIX), "compiled kernels")
 
     def _write(self, path: Path, data: bytes) -> Path:
-        with self._cache.lock("objects"):  # lock() creates the cache directory
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-            except OSError as error:
-                raise CacheError(f"cannot create {self.directory}: {error}; choose another cache with --cache-dir or POLYTF_CACHE_DIR") from None
-            return write_atomically(path, data, "compiled kernel")
+        return write_entry(self._cache, self.directory, path, data, "compiled kernel")
 
     def _object_entry(self, path: Path) -> ObjectEntry:
         try:
@@ -323,6 +314,11 @@ class ObjectCache:
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             return ObjectEntry(path, len(data), "default recipe", "", {}, f"it is not a default-recipe entry ({type(error).__name__})")
         return ObjectEntry(path, len(data), "default recipe", "", key, problem)
+
+
+def _recipe_digest(recipe: dict) -> str:
+    """The SHA-256 of a recipe's canonical JSON (a default-recipe entry's check of itself)."""
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
 
 
 def _read(path: Path) -> bytes | None:

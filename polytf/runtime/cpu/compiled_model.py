@@ -111,6 +111,7 @@ class CompiledModel(Model):
         # the deferred packings: each key is a kernel's CONSTANT binding, so every one is read
         self._packing: DeferredPacking | None = constants.deferred_packing()
         self._packing_lock = threading.Lock()
+        self._packed_keys: tuple[str, ...] = ()
         #: kernel-produced outputs are written straight into fresh arrays on each call
         self._direct_output_types = tuple((s, shape, np.dtype(dtype)) for s, shape, dtype in plan.direct_output_types)
         self._placeholder_of = plan.placeholder_of
@@ -144,8 +145,34 @@ class CompiledModel(Model):
     def _run_packing(self) -> None:
         with self._packing_lock:
             if self._packing is not None:
-                self._constants.update(self._packing.run())
+                packed = self._packing.run()
+                self._constants.update(packed)
+                self._packed_keys = tuple(packed)
                 self._packing = None
+
+    @property
+    def packed_weights(self) -> dict[str, np.ndarray]:
+        """The weights the model packed ahead of time (after :meth:`pack_constants`), by key:
+        what :meth:`use_packed_weights` takes back."""
+        return {key: self._constants[key] for key in self._packed_keys}
+
+    def use_packed_weights(self, arrays: Mapping[str, np.ndarray]) -> bool:
+        """Take ``arrays`` (key -> packed weight, as :attr:`packed_weights` of a model built the
+        same way gave them: a cache of them) instead of packing the weights; False, and nothing
+        taken, when the packing is done already or the keys, shapes or dtypes differ from the
+        packing's. The arrays are only read (they may be read-only). Thread-safe."""
+        with self._packing_lock:
+            if self._packing is None:
+                return False
+            expected = self._packing.expected()
+            if set(arrays) != set(expected) or any(
+                tuple(arrays[key].shape) != shape or arrays[key].dtype != np.dtype(dtype) for key, (shape, dtype) in expected.items()
+            ):
+                return False
+            self._constants.update(arrays)
+            self._packed_keys = tuple(arrays)
+            self._packing = None  # the weights as read go with it
+            return True
 
     def _new_context(self, share_buffers: bool | None = None) -> CpuExecutionContext:
         self._run_packing()

@@ -246,16 +246,21 @@ def test_ctrl_c_during_a_parallel_compile_keeps_what_was_compiled_and_stops_the_
     assert started and all(process.poll() is not None for process in started), "the workers are stopped"
 
 
-def test_a_default_recipe_invalid_for_its_kernel_is_one_warning(chain, tmp_path):
+@pytest.mark.parametrize("with_digest", [True, False], ids=["edited entry", "older entry without a SHA-256"])
+def test_a_default_recipe_invalid_for_its_kernel_is_one_warning(chain, tmp_path, with_digest):
     path, _ = chain
     expected = _run(path, tmp_path)
     for memo in (tmp_path / "objects").glob(f"*{DEFAULT_RECIPE_SUFFIX}"):
         value = json.loads(memo.read_text())
+        assert len(value["sha256"]) == 64  # an entry checks itself
         value["recipe"]["register_tile_sizes"] = [7, 7, 7, 7, 7, 7]  # wrong length for every kernel
+        if not with_digest:
+            del value["sha256"]  # then the recipe is checked against its kernel
         memo.write_text(json.dumps(value))
     output, messages = _warnings_of(lambda: _run(path, tmp_path))
     assert output.tobytes() == expected.tobytes()
-    assert len(messages) == 6 and all("its recipe cannot be used" in message for message in messages), messages
+    reason = "its SHA-256 does not match its recipe" if with_digest else "its recipe cannot be used"
+    assert len(messages) == 6 and all(reason in message for message in messages), messages
 
 
 @pytest.mark.parametrize("graph", [graph_conv_bias_relu(), graph_maxpool(), graph_softmax(), graph_depthwise(), graph_broadcast_chain()], ids=["conv", "maxpool", "softmax", "depthwise", "broadcast"])

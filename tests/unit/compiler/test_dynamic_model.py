@@ -13,7 +13,7 @@ import polytf
 from polytf.compiler.dynamic_model import DynamicModel
 from polytf.compiler.loading import load_model
 from polytf.compiler.preparation import read_graph
-from polytf.compiler.symbolic_inputs import sized_sources, symbolic_signature
+from polytf.compiler.symbolic_inputs import declared_shapes, sized_sources, symbolic_signature
 from polytf.config import SizeSymbolConfig
 from polytf.errors import GraphError, ShapeError, SizeError
 from polytf.graph.size_symbols import SizeSymbol
@@ -63,14 +63,14 @@ def pair(tmp_path):
 
 
 def test_unknown_dimensions_become_symbols_named_by_axis(pair):
-    signature = symbolic_signature(read_graph(polytf.ModelSource(pair)), {})
+    signature = symbolic_signature(declared_shapes(read_graph(polytf.ModelSource(pair))), {})
     assert dict(signature.shapes) == {"x": ("N", "S"), "y": ("N", "S")}
     assert dict(signature.symbols) == {"N": SizeSymbol("N"), "S": SizeSymbol("S")}
-    named = symbolic_signature(read_graph(polytf.ModelSource(pair)), {"x": ("B=1..4", "S"), "y": ("B", 3)})
+    named = symbolic_signature(declared_shapes(read_graph(polytf.ModelSource(pair))), {"x": ("B=1..4", "S"), "y": ("B", 3)})
     assert dict(named.shapes) == {"x": ("B", "S"), "y": ("B", 3)}
     assert named.symbols["B"] == SizeSymbol("B", 1, 4)
     with pytest.raises(ShapeError, match="range 1..8 here and 1..4 before"):
-        symbolic_signature(read_graph(polytf.ModelSource(pair)), {"x": ("B=1..4", 2), "y": ("B=1..8", 2)})
+        symbolic_signature(declared_shapes(read_graph(polytf.ModelSource(pair))), {"x": ("B=1..4", 2), "y": ("B=1..8", 2)})
 
 
 def test_a_none_batch_model_loads_with_no_input_shapes_and_runs_at_any_batch(dense, tmp_path):
@@ -118,7 +118,7 @@ def test_a_bounded_number_of_sizes_is_kept(dense, tmp_path):
         models[sizes["N"]] = load_model(source.with_shapes({"a": (sizes["N"], 5)}), polytf.BuildOptions(cache_dir=tmp_path / "cache"))
         return models[sizes["N"]]
 
-    model = DynamicModel(str(dense), symbolic_signature(read_graph(source), {}), build, SizeSymbolConfig(sizes_kept=2))
+    model = DynamicModel(str(dense), symbolic_signature(declared_shapes(read_graph(source)), {}), build, SizeSymbolConfig(sizes_kept=2))
     for batch in (1, 2, 1, 3):
         model(a=np.ones((batch, 5), np.float32))
     assert model.built_sizes == [{"N": 1}, {"N": 3}]  # 2 went first: least recently called
