@@ -29,7 +29,7 @@ from polytf.compiler.kernel_compilation import compile_with_record, constant_arr
 from polytf.compiler.loading import load_model
 from polytf.compiler.model_source import ModelSource
 from polytf.compiler.preparation import PreparedModel, prepare_model
-from polytf.compiler.recorded_recipes import cache_key, reading_records, recorded_recipe
+from polytf.compiler.recorded_recipes import cache_key, reading_records, recorded_recipe, stored_recipes
 from polytf.compiler.symbolic_inputs import sized_sources
 from polytf.config import CodegenConfig
 from polytf.lowering.lowered_kernel import LoweredKernel
@@ -79,16 +79,28 @@ def show_sized(arguments: argparse.Namespace, source: ModelSource, options: Buil
         print_pass_reports(arguments.model, prepared.passes)
         print_host_nodes(prepared.host_nodes)
     elif not arguments.kernel:
-        show_kernels(arguments.model, prepared)
+        show_kernels(arguments.model, prepared, _tuned_kernels(prepared, options, arguments))
     else:
         show_kernel(arguments, prepared, options)
     return 0
 
 
-def show_kernels(model: str, prepared: PreparedModel) -> None:
-    """The model's kernels and host steps, in execution order."""
+def _tuned_kernels(prepared: PreparedModel, options: BuildOptions, arguments: argparse.Namespace) -> frozenset[str]:
+    """The kernels of ``prepared`` with a tuning record for the target and threads of the
+    arguments (at these shapes: a size bucket's own records)."""
+    if options.target == "cuda":
+        target, threads = (CudaTarget(compute_capability=arguments.arch) if arguments.arch else CudaTarget()), CUDA_THREADS
+    else:
+        target, threads = CpuTarget(), options.thread_count()
+    return frozenset(stored_recipes(prepared, options, target, threads, CodegenConfig()))
+
+
+def show_kernels(model: str, prepared: PreparedModel, tuned: frozenset[str] = frozenset()) -> None:
+    """The model's kernels and host steps, in execution order; those in ``tuned`` (with a
+    tuning record) marked."""
     host = f", {len(prepared.host_nodes)} on the host" if prepared.host_nodes else ""
-    stdout.print(f"{model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels{host}")
+    records = f", {len(tuned)} tuned" if tuned else ", none tuned"
+    stdout.print(f"{model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels{records}{host}")
     stdout.print(f"  graph passes: {summary(prepared.passes)} (per pass: --passes)")
     kernels = iter(prepared.kernels)
     for group in prepared.groups:
@@ -97,7 +109,8 @@ def show_kernels(model: str, prepared: PreparedModel) -> None:
             stdout.print(f"  {group.name}: {node.name} ({node.op}) on the host")
         else:
             kernel = next(kernels)
-            stdout.print(f"  {kernel.scop.name}: {' + '.join(f'{n} ({op})' for n, op in kernel.scop.ops)}")
+            mark = " [tuned]" if kernel.scop.name in tuned else ""
+            stdout.print(f"  {kernel.scop.name}{mark}: {' + '.join(f'{n} ({op})' for n, op in kernel.scop.ops)}", markup=False, highlight=False)
     print_host_nodes(prepared.host_nodes)
     stdout.print("show one with --kernel NAME")
 

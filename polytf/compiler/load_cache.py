@@ -137,12 +137,20 @@ class LoadCache:
         self._save("prepared", key, meta, parts)
 
     # -- packed weights ------------------------------------------------------------------
-    def packed_key(self, prepared_key: dict | None, target_fingerprint: dict, recipes: list[dict]) -> dict | None:
+    def packed_key(self, prepared_key: dict | None, target_fingerprint: dict, knobs: dict, recipes: list) -> dict | None:
         """The key of the packed weights of the prepared model of ``prepared_key`` whose
-        kernels run ``recipes`` (in order) on the target of ``target_fingerprint``."""
+        kernels run ``recipes`` (in order) on the target of ``target_fingerprint`` with the
+        code knobs ``knobs`` (:func:`polytf.config.code_knobs`: what else changes a kernel's
+        data layout)."""
         if prepared_key is None:
             return None
-        return {"prepared": stored_key(prepared_key)["digest"], "target": target_fingerprint, "recipes": recipes, "versions": self._base["versions"]}
+        return {
+            "prepared": stored_key(prepared_key)["digest"],
+            "target": target_fingerprint,
+            "knobs": knobs,
+            "recipes": recipes,
+            "versions": self._base["versions"],
+        }
 
     def packed(self, key: dict | None) -> dict[str, np.ndarray] | None:
         """Packed weights by key (read-only arrays mapped from the file), or None."""

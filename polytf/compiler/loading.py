@@ -50,7 +50,7 @@ from polytf.compiler.model_source import ModelSource
 from polytf.compiler.native_heap import return_free_heap_memory
 from polytf.compiler.recorded_recipes import stored_recipes
 from polytf.compiler.symbolic_inputs import declared_shapes, symbolic_signature
-from polytf.config import CodegenConfig
+from polytf.config import CodegenConfig, code_knobs
 from polytf.graph import Graph, split_tensor_name
 from polytf.graph.size_symbols import SymbolicSignature
 from polytf.runtime.cpu.compiled_model import CompiledModel
@@ -176,7 +176,7 @@ class _Build:
             model.pack_constants()
             return
         recipes = [[name, recipe.to_dict()] for name, recipe in model.recipes.items()]
-        key = self.kept.packed_key(prepared_key, self.backend.target.fingerprint(), recipes)
+        key = self.kept.packed_key(prepared_key, self.backend.target.fingerprint(), code_knobs(self.codegen), recipes)
         packed = self.kept.packed(key)
         if packed is not None and model.use_packed_weights(packed):
             model.pack_constants()  # the first execution context

@@ -88,3 +88,13 @@ def test_show_lists_the_kernels_at_each_bucket(workdir):
     status, out, err = _main(["show", "m.pbtxt", "--buckets", "N=1,4", *CACHE])
     assert status == 0, err
     assert "at size bucket N=1" in out and "at size bucket N=4" in out
+
+
+def test_show_marks_the_kernels_tuned_at_each_bucket(workdir):
+    status, _, err = _main(["tune", "m.pbtxt", "--buckets", "N=2", "--trials", "1", *CACHE])
+    assert status == 0, err
+    status, out, err = _main(["show", "m.pbtxt", "--buckets", "N=1,2", *CACHE])
+    assert status == 0, err
+    at_one, at_two = out.split("at size bucket N=2")
+    assert "none tuned" in at_one and "[tuned]" not in at_one
+    assert "1 tuned" in at_two and "[tuned]" in at_two
