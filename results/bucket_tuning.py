@@ -18,30 +18,16 @@ Usage: ``python results/bucket_tuning.py [--model transformer_encoder] [--batche
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from dynamic_shapes import CALLS, ROUNDS, median_call_s  # results/, beside this program
 
 import polytf
 from polytf.bench.machine import describe_machine, machine_summary
 from polytf.model_zoo.dynamic_models import dynamic_model_inputs, write_dynamic_model
-
-ROUNDS, CALLS = 7, 3
-
-
-def _median_call_s(calls: dict) -> dict[str, float]:
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for round_ in range(ROUNDS + 1):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            for _ in range(CALLS):
-                call()
-            if round_:
-                samples[name].append((time.perf_counter() - start) / CALLS)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main() -> None:
@@ -68,7 +54,7 @@ def main() -> None:
             static = polytf.load(path, cache_dir=Path(work) / "static", threads=args.threads, progress=False, input_shapes=shapes)
             x = np.random.default_rng(0).standard_normal(shapes[input_name]).astype(np.float32)
             same = dynamic.at_sizes(N=batch).recipes == static.recipes
-            times = _median_call_s({"buckets": lambda: dynamic(input=x), "static": lambda: static(input=x)})
+            times = median_call_s({"buckets": lambda: dynamic(input=x), "static": lambda: static(input=x)})
             rows.append((batch, times, same, static_tuning_s))
             print(batch, {k: f"{v * 1e3:.3f} ms" for k, v in times.items()}, same, flush=True)
     lines = [

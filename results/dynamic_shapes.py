@@ -35,7 +35,9 @@ from polytf.model_zoo.dynamic_models import dynamic_model_inputs, write_dynamic_
 ROUNDS, CALLS = 7, 3
 
 
-def _median_call_s(calls: dict[str, object]) -> dict[str, float]:
+def median_call_s(calls: dict) -> dict[str, float]:
+    """Each call's median seconds over :data:`ROUNDS` rounds of :data:`CALLS` calls, the calls
+    alternating round by round, after one untimed round (also used by bucket_tuning.py)."""
     samples: dict[str, list[float]] = {name: [] for name in calls}
     for round_ in range(ROUNDS + 1):
         for name, call in calls.items():
@@ -73,7 +75,7 @@ def main() -> None:
                 openvino_out = request.infer({0: x})
                 reference = next(iter(static(input=x).values()))
                 error = float(np.max(np.abs(np.asarray(next(iter(openvino_out.values()))) - reference)))
-                times = _median_call_s({"static": lambda: static(input=x), "dynamic": lambda: dynamic(input=x), "openvino": lambda: request.infer({0: x})})
+                times = median_call_s({"static": lambda: static(input=x), "dynamic": lambda: dynamic(input=x), "openvino": lambda: request.infer({0: x})})
                 rows.append((name, batch, times, identical, error))
                 print(name, batch, {k: f"{v * 1e3:.2f} ms" for k, v in times.items()}, identical, f"{error:.1e}", flush=True)
     lines = [
