@@ -122,3 +122,26 @@ def test_cache_clear_removes_the_model_entries(model, tmp_path, capsys):
     assert main(["cache", "clear", "--cache-dir", str(tmp_path / "cache")]) == 0
     assert "4 model entries" in capsys.readouterr().out
     assert ModelImageCache(tmp_path / "cache").entries() == []
+
+
+def test_a_dynamic_model_maps_every_size_built_before(tmp_path, monkeypatch):
+    path = tmp_path / "dense.pbtxt"
+    weights = np.linspace(-1, 1, 20, dtype=np.float32).reshape(5, 4)
+    floats = " ".join(f"float_val: {value!r}" for value in weights.ravel().tolist())
+    path.write_text(
+        'node { name: "a" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } '
+        'attr { key: "shape" value { shape { dim { size: -1 } dim { size: 5 } } } } }\n'
+        'node { name: "w" op: "Const" attr { key: "dtype" value { type: DT_FLOAT } } attr { key: "value" value { tensor { '
+        f"dtype: DT_FLOAT tensor_shape {{ dim {{ size: 5 }} dim {{ size: 4 }} }} {floats} }} }} }} }}\n"
+        'node { name: "out" op: "MatMul" input: "a" input: "w" attr { key: "T" value { type: DT_FLOAT } } }\n'
+    )
+    cold = polytf.load(path, cache_dir=tmp_path / "cache", progress=False)
+    a3 = np.arange(15, dtype=np.float32).reshape(3, 5)
+    expected = cold(a=a3)["out"]
+    for owner, name, what in NOT_ON_A_WARM_LOAD:
+        monkeypatch.setattr(owner, name, _fail(what))
+    warm = polytf.load(path, cache_dir=tmp_path / "cache", progress=False)  # N=1 at load, N=3 at the call: both kept
+    assert warm(a=a3)["out"].tobytes() == expected.tobytes()
+    np.testing.assert_allclose(expected, a3 @ weights, rtol=1e-5)
+    with pytest.raises(AssertionError, match="the GraphDef reader"):
+        warm(a=np.ones((4, 5), np.float32))  # a size never built: read, prepared and compiled now
