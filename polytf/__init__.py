@@ -223,6 +223,7 @@ def tune(
     else:  # the caller's own TuningProgress, or nothing (False)
         shown = contextlib.nullcontext(progress or None)
     from polytf.compiler.symbolic_inputs import sized_sources
+    from polytf.graph.size_symbols import sizes_text
 
     sized = sized_sources(source, buckets)
     reports: dict[str, TuneReport] = {}
@@ -231,7 +232,7 @@ def tune(
             report = tune_model(sized_source, options, trials=trials, retune=retune, seed=seed, progress=display, time_budget_s=time_budget_s)
             if not sizes:
                 return report
-            reports[", ".join(f"{name}={size}" for name, size in sizes.items())] = report
+            reports[sizes_text(sizes)] = report
             if report.interrupted:
                 break
     return reports

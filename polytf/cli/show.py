@@ -32,6 +32,7 @@ from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.compiler.recorded_recipes import cache_key, reading_records, recorded_recipe, stored_recipes
 from polytf.compiler.symbolic_inputs import sized_sources
 from polytf.config import CodegenConfig
+from polytf.graph.size_symbols import sizes_text
 from polytf.lowering.lowered_kernel import LoweredKernel
 from polytf.passes.pipeline import summary
 from polytf.runtime.cpu.profile import profile_model
@@ -64,8 +65,7 @@ def execute(arguments: argparse.Namespace) -> int:
         sized = sized[:1]  # one kernel, or one profile: at the first bucket's sizes
     for sizes, sized_source in sized:
         if sizes:
-            symbols = ", ".join(f"{name}={size}" for name, size in sizes.items())
-            stdout.print(f"at size bucket {symbols} (the model's size symbols; other sizes: --buckets)", markup=False, highlight=False)
+            stdout.print(f"at size bucket {sizes_text(sizes)} (the model's size symbols; other sizes: --buckets)", markup=False, highlight=False)
         show_sized(arguments, sized_source, options)
     return 0
 
@@ -88,10 +88,7 @@ def show_sized(arguments: argparse.Namespace, source: ModelSource, options: Buil
 def _tuned_kernels(prepared: PreparedModel, options: BuildOptions, arguments: argparse.Namespace) -> frozenset[str]:
     """The kernels of ``prepared`` with a tuning record for the target and threads of the
     arguments (at these shapes: a size bucket's own records)."""
-    if options.target == "cuda":
-        target, threads = (CudaTarget(compute_capability=arguments.arch) if arguments.arch else CudaTarget()), CUDA_THREADS
-    else:
-        target, threads = CpuTarget(), options.thread_count()
+    target, threads = shown_target(arguments, options)
     return frozenset(stored_recipes(prepared, options, target, threads, CodegenConfig()))
 
 
@@ -156,15 +153,19 @@ def show_kernel(arguments: argparse.Namespace, prepared: PreparedModel, options:
         stdout.print(text, markup=False, highlight=False)
 
 
+def shown_target(arguments: argparse.Namespace, options: BuildOptions) -> tuple[CpuTarget | CudaTarget, int]:
+    """The target ``--target`` names and its thread count: this CPU and ``--threads``, or a
+    CUDA GPU (``--arch``, else sm_80 without a GPU: code only, no device needed)."""
+    if options.target == "cuda":
+        return (CudaTarget(compute_capability=arguments.arch) if arguments.arch else CudaTarget()), CUDA_THREADS
+    return CpuTarget(), options.thread_count()
+
+
 def emitted_kernel(arguments: argparse.Namespace, kernel: LoweredKernel, options: BuildOptions) -> tuple[ScheduleRecipe, EmittedKernel, CpuTarget | CudaTarget]:
     """The kernel's recipe (``--recipe``, else its record's, else its default) and the kernel
     scheduled and emitted with it (once, for every section), for the target of ``--target``:
     with ``cuda`` code only, no device needed (PTX for ``--arch``, else sm_80 without a GPU)."""
-    if options.target == "cuda":
-        target = CudaTarget(compute_capability=arguments.arch) if arguments.arch else CudaTarget()
-        threads = CUDA_THREADS
-    else:
-        target, threads = CpuTarget(), options.thread_count()
+    target, threads = shown_target(arguments, options)
     if arguments.recipe:
         recipe = ScheduleRecipe.from_json(Path(arguments.recipe).read_text())
         return recipe, emit_kernel(kernel.scop, recipe, target, constant_arrays(kernel)), target

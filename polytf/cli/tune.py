@@ -24,8 +24,9 @@ from polytf.cli.model_options import bucket_sizes, build_options, model_source
 from polytf.compiler.symbolic_inputs import sized_sources
 from polytf.config import TuningConfig
 from polytf.durations import format_duration
+from polytf.graph.size_symbols import sizes_text
 
-__all__ = ["bucket_text", "execute", "in_model_cell", "print_tune_report", "summarize_failures"]
+__all__ = ["execute", "in_model_cell", "print_tune_report", "summarize_failures"]
 
 
 def execute(arguments: argparse.Namespace) -> int:
@@ -40,7 +41,7 @@ def execute(arguments: argparse.Namespace) -> int:
     sized = sized_sources(source, bucket_sizes(arguments.buckets))
     for sizes, sized_source in sized:
         if sizes:  # a model with size symbols: each bucket is tuned as the static model of its sizes
-            stdout.print(f"size bucket {bucket_text(sizes)} ({len(sized)} bucket{'s' if len(sized) > 1 else ''}: --buckets)", markup=False, highlight=False)
+            stdout.print(f"size bucket {sizes_text(sizes)} ({len(sized)} bucket{'s' if len(sized) > 1 else ''}: --buckets)", markup=False, highlight=False)
         with RichTuningProgress(console) as progress:
             report = tune_model(
                 sized_source, options, trials=arguments.trials, time_budget_s=arguments.time_budget, retune=arguments.retune, seed=arguments.seed,
@@ -52,10 +53,6 @@ def execute(arguments: argparse.Namespace) -> int:
             return 130
     return 0
 
-
-def bucket_text(sizes: dict[str, int]) -> str:
-    """``"N=8, S=64"``: a size bucket's sizes."""
-    return ", ".join(f"{name}={size}" for name, size in sizes.items())
 
 
 def print_tune_report(report: TuneReport) -> None:

@@ -32,7 +32,6 @@ import numpy as np
 
 from polytf.config import SizeSymbolConfig
 from polytf.errors import GraphError
-from polytf.graph import split_tensor_name
 from polytf.graph.size_symbols import SizeSymbol, SymbolicSignature
 from polytf.runtime.model import Model
 
@@ -112,8 +111,7 @@ class DynamicModel:
             SizeError: the arrays' sizes do not fit the symbols (names the input and symbol).
             GraphError: no array gives a symbol its size (the inputs that would are missing).
         """
-        shapes = {split_tensor_name(name)[0]: tuple(np.shape(value)) for name, value in inputs.items()}
-        sizes = self.signature.bind(shapes)
+        sizes = self.signature.bind({name: np.shape(value) for name, value in inputs.items()})
         unbound = [name for name in self.signature.symbols if name not in sizes]
         if unbound:
             takers = sorted(name for name, shape in self.signature.shapes.items() if unbound[0] in shape)

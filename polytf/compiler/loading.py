@@ -103,7 +103,7 @@ def load_model(
     model = DynamicModel(os.fspath(source.path), signature, build.model)
     first = signature.smallest_sizes()
     if first_call_shapes:
-        first |= signature.bind({split_tensor_name(name)[0]: shape for name, shape in first_call_shapes.items()})
+        first |= signature.bind(first_call_shapes)
     model.at_sizes(**first)
     return model
 

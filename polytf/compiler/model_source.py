@@ -129,9 +129,7 @@ def _dimension(size: object, name: str) -> int | str:
     from polytf.graph.size_symbols import SizeSymbol, parse_dimension  # no numpy: cheap
 
     parsed = parse_dimension(size, f"input shape for '{name}'")
-    if not isinstance(parsed, SizeSymbol):
-        return parsed
-    return parsed.name if parsed == SizeSymbol(parsed.name) else str(parsed)  # "N", or "N=1..64"
+    return parsed.text if isinstance(parsed, SizeSymbol) else parsed
 
 
 def _checked_outputs(outputs: Sequence[str] | str | None, path: str | os.PathLike) -> tuple[str, ...] | None:

@@ -57,7 +57,7 @@ def parse_input_spec(text: str) -> tuple[str, tuple[int | str, ...]]:
             size = int(part)
         except ValueError:
             try:
-                dims.append(str(SizeSymbol.parse(part)) if "=" in part else SizeSymbol.parse(part).name)
+                dims.append(SizeSymbol.parse(part).text)
                 continue
             except ShapeError as error:
                 if part[:1].isalpha() or part[:1] == "_":

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from polytf.errors import ShapeError, SizeError
+from polytf.graph.graph import split_tensor_name
 
-__all__ = ["Dimension", "SizeSymbol", "SymbolicSignature", "default_symbol_name", "parse_dimension"]
+__all__ = ["Dimension", "SizeSymbol", "SymbolicSignature", "default_symbol_name", "parse_dimension", "sizes_text"]
 
 #: One dimension of a symbolic shape: a size, or the name of a :class:`SizeSymbol`.
 Dimension = int | str
@@ -72,6 +73,11 @@ class SizeSymbol:
         return SizeSymbol(name, int(low) if low else 1, int(high) if high else None)
 
     @property
+    def text(self) -> str:
+        """How a shape names it: ``"N"`` with the default range (``1..``), else ``"N=1..64"``."""
+        return self.name if self == SizeSymbol(self.name) else str(self)
+
+    @property
     def range_text(self) -> str:
         """``"1..64"`` or ``"1.."``."""
         return f"{self.minimum}..{'' if self.maximum is None else self.maximum}"
@@ -102,6 +108,11 @@ def parse_dimension(value: object, where: str) -> Dimension | SizeSymbol:
     if size < 0:
         raise ShapeError(f"{where}: dimension {size} is negative")
     return size
+
+
+def sizes_text(sizes: Mapping[str, int]) -> str:
+    """``"N=8, S=64"``: the sizes of a model's symbols (a size bucket)."""
+    return ", ".join(f"{name}={size}" for name, size in sizes.items())
 
 
 def default_symbol_name(axis: int) -> str:
@@ -145,14 +156,15 @@ class SymbolicSignature:
         return "[" + ", ".join(str(size) for size in self.shapes[name]) + "]"
 
     def bind(self, shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
-        """The value of every symbol in the call whose arrays have ``shapes`` (placeholder name
-        -> array shape; every placeholder of the signature given).
+        """The value of every symbol in the call whose arrays have ``shapes`` (placeholder name,
+        ``x`` or its tensor ``x:0``, -> array shape; a placeholder left out binds nothing).
 
         Raises:
             SizeError: an array of another rank, a fixed dimension of another size, a symbol's
                 size of 0 or outside its range, or two inputs that give a symbol different
                 sizes; the message names the input, the axis and the symbol.
         """
+        shapes = {split_tensor_name(name)[0]: shape for name, shape in shapes.items()}
         values: dict[str, int] = {}
         first: dict[str, str] = {}
         for name, expected in self.shapes.items():
