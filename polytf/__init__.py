@@ -98,7 +98,10 @@ def load(
         on a symbol raise :class:`~polytf.errors.SizeError` before anything runs). It is
         built for the symbols' smallest sizes now and for each other size at its first call
         (from the cache's records and compiled code when that size was built or tuned
-        before); ``model.at_sizes(N=8)`` is the model below for those sizes.
+        before; a batch that is a multiple of the smallest one runs the smallest batch's
+        kernels on its slices wherever a kernel computes each sample alone, compiling none
+        of them: :mod:`polytf.compiler.sliced_kernels`); ``model.at_sizes(N=8)`` is the
+        model below for those sizes.
         With ``target="cuda"``: a :class:`~polytf.runtime.cuda.model.CudaModel` that keeps
         every tensor on the GPU (weights uploaded once): numpy arrays in give numpy arrays
         out; CuPy arrays in give CuPy arrays out, with no copy to the host. Otherwise a

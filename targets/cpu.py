@@ -41,6 +41,13 @@ if TYPE_CHECKING:  # the scheduler: imported where a kernel is compiled, not by 
 
 _LOCK = threading.Lock()
 KERNEL_FUNCTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64)
+#: ``void <kernel>_slices(void** arrays, int64 threads, int64 count, int64* strides, int64*
+#: thread_strides)``: the kernel run ``count`` times on addresses moved on by ``strides`` bytes
+#: per run and ``thread_strides`` per thread (:mod:`polytf.targets.llvm_codegen`,
+#: :mod:`polytf.runtime.cpu.sliced_kernel`)
+SLICES_FUNCTION_TYPE = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64))
+#: the suffix of a kernel's slices entry point
+SLICES_SUFFIX = "_slices"
 
 
 #: Triple aliases ``--target-triple`` accepts, and the LLVM triple each stands for.
@@ -259,6 +266,7 @@ class CpuTarget(Target):
             parallel=parallel and self.openmp,
             fast_math=self.config.fast_math,
             native_vector_width=self.vector_lanes,
+            openmp=self.openmp,
         )
         module = builder.build()
         module.triple = self.triple
@@ -375,6 +383,16 @@ class CpuTarget(Target):
         if not address:
             raise CompileError(f"the object code has no entry point {symbol}")
         return address, engine
+
+    @staticmethod
+    def slices_function(owner: object, symbol: str) -> ctypes._CFuncPtr | None:
+        """The slices entry point (:data:`SLICES_FUNCTION_TYPE`) of kernel ``symbol`` whose code
+        the JIT engine ``owner`` holds, or None (no engine, or code made before kernels had one)."""
+        if not isinstance(owner, llvm.ExecutionEngine) or not symbol:
+            return None
+        with _LOCK:
+            address = owner.get_function_address(symbol + SLICES_SUFFIX)
+        return SLICES_FUNCTION_TYPE(address) if address else None
 
     def compile_code(self, code: str, scop: Scop, scheduled: ScheduledScop, recipe: ScheduleRecipe) -> CompiledKernel:
         """Optimise LLVM IR text from :meth:`emit` (``scheduled`` is ``scop`` scheduled with

@@ -163,6 +163,9 @@ class KernelModuleBuilder(StatementEmitter):
         unroll: 1 = no unrolling, n = unroll count on innermost loops, 0 = polytf decides
             (only a micro-kernel's innermost reduction loop, ``MICROKERNEL_UNROLL`` times).
         parallel: run the body on all threads, distributing the loops below parallel marks.
+        openmp: whether the code may call libgomp (libgomp is loaded or linked): the slices
+            entry (:meth:`_emit_slices_entry`) spreads its runs over the threads; implied by
+            ``parallel``.
         fast_math: every fast-math flag on float arithmetic, NaN and inf then undefined;
             else TensorFlow's float semantics (:func:`polytf.targets.statement_codegen.float_flags`).
         native_vector_width: float32 lanes of the target's vector registers (the
@@ -179,8 +182,11 @@ class KernelModuleBuilder(StatementEmitter):
         parallel: bool = False,
         fast_math: bool = False,
         native_vector_width: int = 8,
+        openmp: bool = False,
     ) -> None:
         super().__init__(scop, fast_math=fast_math)
+        #: whether the code may call libgomp (a slices entry spreads its runs over threads)
+        self.openmp = openmp or parallel
         self.ast = ast
         self.vector_width = vector_width
         self.unroll = unroll
@@ -205,6 +211,7 @@ class KernelModuleBuilder(StatementEmitter):
         """Emit the module; raises :class:`CodegenError` for AST constructs it cannot translate."""
         body = self._emit_body()
         self._emit_entry(body)
+        self._emit_slices_entry(body)
         return self.module
 
     # -- functions -------------------------------------------------------------------------
@@ -232,11 +239,14 @@ class KernelModuleBuilder(StatementEmitter):
 
     def _emit_parallel_region(self) -> None:
         """The body as every thread runs it (:func:`parallel_pieces`): distributed loops,
-        thread-0 steps, and a barrier before and after each distributed loop."""
+        thread-0 steps, and a barrier before and after each distributed loop, when the body
+        runs on more than one thread (a slices entry runs it on one thread of a team: then no
+        other thread takes part, :meth:`_emit_slices_entry`)."""
         barrier = self._declare("GOMP_barrier", ir.VoidType(), [])
         for i, piece in enumerate(self.pieces):
             if i and (piece.distributed or self.pieces[i - 1].distributed):
-                self.builder.call(barrier, [])
+                with self.builder.if_then(self.builder.icmp_signed(">", self.threads, ir.Constant(I64, 1))):
+                    self.builder.call(barrier, [])
             if piece.distributed:
                 self._emit_for(piece.node, {}, distribute=True)
             else:
@@ -280,6 +290,101 @@ class KernelModuleBuilder(StatementEmitter):
             with otherwise:
                 builder.call(gomp_parallel, [worker, builder.bitcast(arrays, I8_POINTER), builder.trunc(threads, I32), ir.Constant(I32, 0)])
         builder.ret_void()
+
+    def _emit_slices_entry(self, body: ir.Function) -> None:
+        """``void <kernel>_slices(i8** arrays, i64 threads, i64 count, i64* strides, i64*
+        thread_strides)``: the kernel run ``count`` times, run ``s`` on thread ``t`` on every
+        address of ``arrays`` moved on by ``s * strides[i] + t * thread_strides[i]`` bytes (a
+        kernel at a batch size run on slices of a larger batch:
+        :mod:`polytf.runtime.cpu.sliced_kernel`); ``count`` is a run-time parameter, so one
+        object serves every batch size that is a multiple of the kernel's.
+
+        - one thread: the runs one after the other;
+        - at least as many runs as threads, or a kernel without a parallel loop: thread ``t``
+          of ``T`` takes the block of runs ``[t * ceil(count / T), (t + 1) * ceil(count /
+          T))``, each run on that thread alone, with its own copy of every array the runs
+          share and write (``thread_strides``: a scratch array). This is how the kernel at the
+          whole batch splits its outer loop (OpenMP's ``schedule(static)``), so a thread reads
+          the samples it wrote in the kernel before, sliced or not;
+        - fewer runs than threads: every thread takes part in each run, with a barrier between
+          two runs (they share the scratch arrays).
+        """
+        pointer = I64.as_pointer()
+        slices = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64, I64, pointer, pointer]), name=f"{self.entry_name}_slices")
+        arrays, threads, count, strides, thread_strides = slices.args
+        for argument, name in zip(slices.args, ("arrays", "threads", "count", "strides", "thread_strides")):
+            argument.name = name
+        builder = ir.IRBuilder(slices.append_basic_block("entry"))
+        zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+        if not self.openmp:
+            _counted_loop(builder, zero, count, lambda b, index: self._slice_run(b, body, arrays, strides, thread_strides, index, zero, zero, one))
+            builder.ret_void()
+            return
+        frame_type = ir.LiteralStructType([I8_POINTER.as_pointer(), I64, pointer, pointer])
+        gomp_parallel = self._declare("GOMP_parallel", ir.VoidType(), [ir.FunctionType(ir.VoidType(), [I8_POINTER]).as_pointer(), I8_POINTER, I32, I32])
+        frame = builder.alloca(frame_type)
+        for k, value in enumerate((arrays, count, strides, thread_strides)):
+            builder.store(value, builder.gep(frame, [ir.Constant(I32, 0), ir.Constant(I32, k)]))
+
+        def start(b: ir.IRBuilder, worker: ir.Function) -> None:
+            b.call(gomp_parallel, [worker, b.bitcast(frame, I8_POINTER), b.trunc(threads, I32), ir.Constant(I32, 0)])
+
+        blocked = self._emit_slices_worker(body, frame_type, blocked=True)
+        with builder.if_else(builder.icmp_signed("<=", threads, one)) as (single, several):
+            with single:
+                _counted_loop(builder, zero, count, lambda b, index: self._slice_run(b, body, arrays, strides, thread_strides, index, zero, zero, one))
+            with several:
+                if not self.parallel:
+                    start(builder, blocked)
+                else:
+                    together = self._emit_slices_worker(body, frame_type, blocked=False)
+                    with builder.if_else(builder.icmp_signed(">=", count, threads)) as (many, few):
+                        with many:
+                            start(builder, blocked)
+                        with few:
+                            start(builder, together)
+        builder.ret_void()
+
+    def _slice_run(self, b: ir.IRBuilder, body: ir.Function, table, strides, thread_strides, index, copy, thread, thread_count) -> None:
+        """Call ``body`` on run ``index``'s addresses, with the ``copy``-th copy of the shared
+        written arrays, as thread ``thread`` of ``thread_count``."""
+        moved = []
+        for i, array in enumerate(self.arguments):
+            position = [ir.Constant(I64, i)]
+            shift = b.add(b.mul(index, b.load(b.gep(strides, position))), b.mul(copy, b.load(b.gep(thread_strides, position))))
+            moved.append(b.bitcast(b.gep(b.load(b.gep(table, position)), [shift]), MEMORY_TYPES[array.dtype].as_pointer()))
+        b.call(body, [*moved, thread, thread_count])
+
+    def _emit_slices_worker(self, body: ir.Function, frame_type: ir.Type, blocked: bool) -> ir.Function:
+        """An OpenMP outlined function of the slices entry (:meth:`_emit_slices_entry`), whose
+        argument is the frame ``{arrays, count, strides, thread_strides}``: ``blocked``, each
+        thread runs its block of the runs alone on its copy of the shared written arrays; else
+        every thread takes part in every run."""
+        worker = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [I8_POINTER]), name=f"{self.scop.name}_slices_{'blocks' if blocked else 'together'}")
+        worker.linkage = "internal"
+        b = ir.IRBuilder(worker.append_basic_block("entry"))
+        frame = b.bitcast(worker.args[0], frame_type.as_pointer())
+        table, runs, strides, thread_strides = (b.load(b.gep(frame, [ir.Constant(I32, 0), ir.Constant(I32, k)])) for k in range(4))
+        thread = b.sext(b.call(self._declare("omp_get_thread_num", I32, []), []), I64)
+        thread_count = b.sext(b.call(self._declare("omp_get_num_threads", I32, []), []), I64)
+        zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+        if blocked:
+            block = b.sdiv(b.add(runs, b.sub(thread_count, one)), thread_count)
+            first = b.mul(thread, block)
+            last = b.add(first, block)
+            last = b.select(b.icmp_signed("<", last, runs), last, runs)
+            _counted_loop(b, first, last, lambda inner, index: self._slice_run(inner, body, table, strides, thread_strides, index, thread, zero, one))
+        else:
+            barrier = self._declare("GOMP_barrier", ir.VoidType(), [])
+
+            def together(inner: ir.IRBuilder, index: ir.Value) -> None:
+                with inner.if_then(inner.icmp_signed(">", index, zero)):
+                    inner.call(barrier, [])  # the previous run's scratch writes are done
+                self._slice_run(inner, body, table, strides, thread_strides, index, zero, thread, thread_count)
+
+            _counted_loop(b, zero, runs, together)
+        b.ret_void()
+        return worker
 
     # -- AST nodes -------------------------------------------------------------------------
     def _emit_node(self, node: isl.AstNode, env: dict[str, ir.Value]) -> None:
@@ -441,3 +546,20 @@ class KernelModuleBuilder(StatementEmitter):
 
 
 __all__ = ["ParallelPiece", "parallel_pieces", "KernelModuleBuilder"]
+
+
+def _counted_loop(builder: ir.IRBuilder, first: ir.Value, end: ir.Value, emit: Callable[[ir.IRBuilder, ir.Value], None]) -> None:
+    """``for (i64 i = first; i < end; i++) emit(builder, i)``, leaving ``builder`` after the loop."""
+    function = builder.function
+    head, loop, done = (function.append_basic_block(name) for name in ("slices.head", "slices.run", "slices.done"))
+    start = builder.block
+    builder.branch(head)
+    builder.position_at_end(head)
+    index = builder.phi(I64, name="slice")
+    index.add_incoming(first, start)
+    builder.cbranch(builder.icmp_signed("<", index, end), loop, done)
+    builder.position_at_end(loop)
+    emit(builder, index)
+    index.add_incoming(builder.add(index, ir.Constant(I64, 1)), builder.block)
+    builder.branch(head)
+    builder.position_at_end(done)

@@ -58,3 +58,47 @@ def write_dense_chain_graphdef(path: Path, widths: tuple[int, ...], rows: int = 
         graph.node.add(name=f"h{layer + 1}", op="Relu", input=[f"mm{layer}"]).attr["T"].type = types_pb2.DT_FLOAT
     path.write_bytes(graph.SerializeToString())
     return weights
+
+
+def _const(graph: graph_pb2.GraphDef, name: str, value: np.ndarray) -> None:
+    node = graph.node.add(name=name, op="Const")
+    node.attr["dtype"].type = node.attr["value"].tensor.dtype = types_pb2.DT_FLOAT
+    for size in value.shape:
+        node.attr["value"].tensor.tensor_shape.dim.add(size=size)
+    node.attr["value"].tensor.tensor_content = value.astype(np.float32).tobytes()
+
+
+def write_conv_graphdef(
+    path: Path,
+    image: tuple[int, int, int],
+    filters: int,
+    window: int,
+    stride: int,
+    padding: str,
+    pool: bool = False,
+    seed: int = 0,
+) -> None:
+    """Write ``out = Relu(BiasAdd(Conv2D(x: float32 [-1, *image] (NHWC, a None batch), w:
+    Const [window, window, image[2], filters], strides 1 s s 1, padding), b))``, then a 2x2
+    max pool of stride 2 (``padding``) when ``pool``; weights standard normal from ``seed``."""
+    rng = np.random.default_rng(seed)
+    graph = graph_pb2.GraphDef()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = types_pb2.DT_FLOAT
+    for size in (-1, *image):
+        x.attr["shape"].shape.dim.add(size=size)
+    _const(graph, "w", rng.standard_normal((window, window, image[2], filters)) / np.sqrt(window * window * image[2]))
+    _const(graph, "b", rng.standard_normal(filters))
+    conv = graph.node.add(name="conv", op="Conv2D", input=["x", "w"])
+    conv.attr["T"].type = types_pb2.DT_FLOAT
+    conv.attr["strides"].list.i.extend([1, stride, stride, 1])
+    conv.attr["padding"].s = padding.encode()
+    graph.node.add(name="bias", op="BiasAdd", input=["conv", "b"]).attr["T"].type = types_pb2.DT_FLOAT
+    graph.node.add(name="relu", op="Relu", input=["bias"]).attr["T"].type = types_pb2.DT_FLOAT
+    if pool:
+        node = graph.node.add(name="pool", op="MaxPool", input=["relu"])
+        node.attr["T"].type = types_pb2.DT_FLOAT
+        node.attr["ksize"].list.i.extend([1, 2, 2, 1])
+        node.attr["strides"].list.i.extend([1, 2, 2, 1])
+        node.attr["padding"].s = padding.encode()
+    path.write_bytes(graph.SerializeToString())

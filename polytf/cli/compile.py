@@ -46,6 +46,14 @@ def execute(arguments: argparse.Namespace) -> int:
             stdout.print(f"wrote {path} ({path.stat().st_size} bytes)")
     if exported.shared_library_path is None and arguments.shared_library:
         stdout.print("no C compiler for this target: no shared library (link the object instead)")
-    stdout.print(f"entry point: int {exported.name}_run({c_parameters(exported.inputs, exported.outputs)}, int threads)", highlight=False)
+    batch = "int64_t batch, " if exported.batch is not None else ""
+    stdout.print(f"entry point: int {exported.name}_run({c_parameters(exported.inputs, exported.outputs)}, {batch}int threads)", highlight=False)
+    if exported.batch is not None:
+        limit = f"to {exported.batch.maximum}" if exported.batch.maximum is not None else "up"
+        stdout.print(
+            f"the batch {exported.batch.symbol} is an argument: any multiple of {exported.batch.multiple} from {exported.batch.minimum} {limit} "
+            "(a fixed batch: --input NAME:8,...)",
+            highlight=False,
+        )
     stdout.print(f"link with: cc program.c {exported.object_path} {' '.join(RUNTIME_LIBRARIES)}", highlight=False)
     return 0

@@ -128,7 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write DIR/NAME.o (every kernel with its tuned recipe from the cache, else its default recipe, the weights, and "
         "an entry function NAME_run that runs the whole model), DIR/NAME.h (its C declarations, shapes and dtypes) and DIR/NAME.so "
         "when a C compiler for the target is installed. A program links NAME.o with -lgomp -lm and needs no Python, TensorFlow "
-        "or polytf. --target-triple aarch64-unknown-linux-gnu cross-compiles for 64-bit Arm (NEON).",
+        "or polytf. A model with a None batch gets NAME_run(..., int64_t batch, int threads): one object for every batch "
+        "(--input x:N=1..64,... bounds it; --input x:8,... fixes it). --target-triple aarch64-unknown-linux-gnu cross-compiles "
+        "for 64-bit Arm (NEON).",
     )
     add_model_arguments(compile_)
     add_storage_argument(compile_)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +31,8 @@ from polytf.compiler.loading import load_model
 from polytf.compiler.model_source import ModelSource
 from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.compiler.recorded_recipes import cache_key, reading_records, recorded_recipe, stored_recipes
-from polytf.compiler.symbolic_inputs import sized_sources
+from polytf.compiler.sliced_kernels import kernel_slicing
+from polytf.compiler.symbolic_inputs import sized_sources, slicing_base_source
 from polytf.config import CodegenConfig
 from polytf.graph.size_symbols import sizes_text
 from polytf.lowering.lowered_kernel import LoweredKernel
@@ -66,12 +68,14 @@ def execute(arguments: argparse.Namespace) -> int:
     for sizes, sized_source in sized:
         if sizes:
             stdout.print(f"at size bucket {sizes_text(sizes)} (the model's size symbols; other sizes: --buckets)", markup=False, highlight=False)
-        show_sized(arguments, sized_source, options)
+        base = slicing_base_source(source, sizes) if sizes and not (arguments.kernel or arguments.profile or arguments.passes) else None
+        show_sized(arguments, sized_source, options, base)
     return 0
 
 
-def show_sized(arguments: argparse.Namespace, source: ModelSource, options: BuildOptions) -> int:
-    """``polytf show`` of ``source``, every size given."""
+def show_sized(arguments: argparse.Namespace, source: ModelSource, options: BuildOptions, base: tuple[dict[str, int], ModelSource] | None = None) -> int:
+    """``polytf show`` of ``source``, every size given; ``base``: the sizes (and the source at
+    them) whose kernels this size's run on slices (:mod:`polytf.compiler.sliced_kernels`)."""
     if arguments.profile:
         return show_profile(arguments, source, options)
     prepared = prepare_model(source, fallback=options.fallback)
@@ -79,10 +83,28 @@ def show_sized(arguments: argparse.Namespace, source: ModelSource, options: Buil
         print_pass_reports(arguments.model, prepared.passes)
         print_host_nodes(prepared.host_nodes)
     elif not arguments.kernel:
-        show_kernels(arguments.model, prepared, _tuned_kernels(prepared, options, arguments))
+        tuned = _tuned_kernels(prepared, options, arguments)
+        show_kernels(arguments.model, prepared, tuned, _sliced_kernels(prepared, tuned, base, options))
     else:
         show_kernel(arguments, prepared, options)
     return 0
+
+
+def _sliced_kernels(prepared: PreparedModel, tuned: frozenset[str], base: tuple[dict[str, int], ModelSource] | None, options: BuildOptions) -> dict[str, str]:
+    """Kernel name -> how it runs on slices of the kernel at ``base``'s sizes (``"3 slices of
+    N=1's"``), for each kernel of ``prepared`` without a record that a model built at these
+    sizes runs so (:func:`polytf.compiler.sliced_kernels.kernel_slicing`)."""
+    if base is None:
+        return {}
+    sizes, source = base
+    base_scops = {kernel.scop.name: kernel.scop for kernel in prepare_model(source, fallback=options.fallback).kernels}
+    marks = {}
+    for kernel in prepared.kernels:
+        name = kernel.scop.name
+        slicing = kernel_slicing(kernel.scop, base_scops[name]) if name in base_scops and name not in tuned else None
+        if slicing is not None:
+            marks[name] = f"{slicing.count} slices of {sizes_text(sizes)}'s"
+    return marks
 
 
 def _tuned_kernels(prepared: PreparedModel, options: BuildOptions, arguments: argparse.Namespace) -> frozenset[str]:
@@ -92,12 +114,15 @@ def _tuned_kernels(prepared: PreparedModel, options: BuildOptions, arguments: ar
     return frozenset(stored_recipes(prepared, options, target, threads, CodegenConfig()))
 
 
-def show_kernels(model: str, prepared: PreparedModel, tuned: frozenset[str] = frozenset()) -> None:
+def show_kernels(model: str, prepared: PreparedModel, tuned: frozenset[str] = frozenset(), sliced: Mapping[str, str] | None = None) -> None:
     """The model's kernels and host steps, in execution order; those in ``tuned`` (with a
-    tuning record) marked."""
+    tuning record) marked, and those in ``sliced`` (a dynamic model's kernels that run as a
+    smaller batch's kernel, slice by slice) with how."""
+    sliced = sliced or {}
     host = f", {len(prepared.host_nodes)} on the host" if prepared.host_nodes else ""
     records = f", {len(tuned)} tuned" if tuned else ", none tuned"
-    stdout.print(f"{model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels{records}{host}")
+    slices = f", {len(sliced)} run as a smaller batch's kernels (no compile)" if sliced else ""
+    stdout.print(f"{model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels{records}{slices}{host}")
     stdout.print(f"  graph passes: {summary(prepared.passes)} (per pass: --passes)")
     kernels = iter(prepared.kernels)
     for group in prepared.groups:
@@ -106,7 +131,7 @@ def show_kernels(model: str, prepared: PreparedModel, tuned: frozenset[str] = fr
             stdout.print(f"  {group.name}: {node.name} ({node.op}) on the host")
         else:
             kernel = next(kernels)
-            mark = " [tuned]" if kernel.scop.name in tuned else ""
+            mark = " [tuned]" if kernel.scop.name in tuned else f" [{sliced[kernel.scop.name]}]" if kernel.scop.name in sliced else ""
             stdout.print(f"  {kernel.scop.name}{mark}: {' + '.join(f'{n} ({op})' for n, op in kernel.scop.ops)}", markup=False, highlight=False)
     print_host_nodes(prepared.host_nodes)
     stdout.print("show one with --kernel NAME")

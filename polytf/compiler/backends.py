@@ -45,9 +45,11 @@ from polytf.compiler.kernel_compilation import compile_steps
 from polytf.compiler.model_builder import build_model
 from polytf.compiler.prepared_model import PreparedModel
 from polytf.compiler.recorded_recipes import CachedRecipe
+from polytf.compiler.sliced_kernels import sliced_kernels
 from polytf.config import CUDA_EMULATION_ENVIRONMENT_VARIABLE, CodegenConfig, MeasurementConfig, default_thread_count
 from polytf.errors import DependencyMissingError, PolytfError
 from polytf.poly.scop import Scop
+from polytf.runtime.cpu.compiled_model import CompiledModel
 from polytf.runtime.cpu.kernel_bench import KernelBench, Measurement
 from polytf.runtime.cuda.backend import CUDA_INSTALL_HINT, CupyBackend, DeviceBackend
 from polytf.runtime.cuda.emulation import EmulatedDevice
@@ -118,10 +120,13 @@ class Backend(abc.ABC):
         recipes: Mapping[str, ScheduleRecipe] | None = None,
         progress: Callable[[str], None] | None = None,
         cached: Mapping[str, CachedRecipe] | None = None,
+        base: Model | None = None,
     ) -> Model:
         """Compile every kernel of ``prepared`` (its recipe in ``recipes``, else its record
         in ``cached``, else the default recipe: :func:`~polytf.compiler.kernel_compilation.compile_steps`)
-        and build the model.
+        and build the model. ``base``: the same dynamic model built at a smaller batch size
+        whose kernels a backend may run slice by slice instead of compiling some
+        (:mod:`polytf.compiler.sliced_kernels`); a backend may ignore it.
 
         Raises:
             PolytfError: a recipe does not compile (with the kernel's name as context).
@@ -149,8 +154,9 @@ class CpuBackend(Backend):
     name: ClassVar[str] = "cpu"
     objects: ObjectCache | None = None
 
-    def build_model(self, prepared, recipes=None, progress=None, cached=None) -> Model:
-        return build_model(prepared, recipes, self.target, self.threads, progress, cached, self.objects)
+    def build_model(self, prepared, recipes=None, progress=None, cached=None, base=None) -> Model:
+        given = sliced_kernels(prepared, base, set(cached or ()) | set(recipes or ())) if isinstance(base, CompiledModel) else None
+        return build_model(prepared, recipes, self.target, self.threads, progress, cached, self.objects, given)
 
     def kernel_measurer(self, scop, inputs, expected) -> KernelMeasurer:
         bench = KernelBench(scop=scop, inputs=inputs, expected=expected)
@@ -172,7 +178,7 @@ class CudaBackend(Backend):
 
     device: DeviceBackend
 
-    def build_model(self, prepared, recipes=None, progress=None, cached=None) -> Model:
+    def build_model(self, prepared, recipes=None, progress=None, cached=None, base=None) -> Model:
         steps, tuned = compile_steps(prepared, recipes, self.target, self.threads, progress, cached)
         model = CudaModel(prepared.graph, steps, self.device)
         model.tuned_kernels = tuned

@@ -17,8 +17,12 @@ sizes::
 Each size is built as a static model: its kernels, tuning records and compiled objects are
 the static model's at that size (``polytf tune --buckets N=1,8`` tunes the sizes it names),
 so a call at a size built before, in any process, links cached code and does no isl or LLVM
-work. Kernels are not yet parametric in the sizes: a size never called before compiles its
-kernels (default recipes) the first time.
+work. A batch size ``N`` that is a multiple of the batch symbol's smallest size ``b`` is built
+on the model at ``b``: each of its kernels without a tuning record at ``N`` that computes
+each slice of ``b`` samples alone runs as the kernel at ``b``, once per slice
+(:mod:`polytf.compiler.sliced_kernels`), so a new batch size reads its graph and compiles
+only the kernels that mix samples. Other size symbols (a sequence length) compile their
+kernels at each size the first time.
 """
 
 from __future__ import annotations
@@ -50,9 +54,17 @@ class DynamicModel:
     other calls that need a build wait.
     """
 
-    def __init__(self, source: str, signature: SymbolicSignature, build: Callable[[dict[str, int]], Model], config: SizeSymbolConfig | None = None) -> None:
-        """``build(sizes)`` builds the static model of ``sizes`` (symbol -> size), raising what
-        :func:`polytf.load` raises."""
+    def __init__(
+        self,
+        source: str,
+        signature: SymbolicSignature,
+        build: Callable[[dict[str, int], Model | None], Model],
+        config: SizeSymbolConfig | None = None,
+    ) -> None:
+        """``build(sizes, base)`` builds the static model of ``sizes`` (symbol -> size), raising
+        what :func:`polytf.load` raises; ``base`` is the model at
+        :meth:`SymbolicSignature.slicing_base <polytf.graph.size_symbols.SymbolicSignature.slicing_base>`
+        of ``sizes`` (None when there is none), whose kernels it may run slice by slice."""
         self.source = source
         self.signature = signature
         self._build = build
@@ -92,11 +104,14 @@ class DynamicModel:
             model = self._kept(key)
         if model is not None:
             return model
+        sizes = dict(zip(self.signature.symbols, key))
+        base_sizes = self.signature.slicing_base(sizes)
+        base = self.at_sizes(**base_sizes) if base_sizes is not None else None  # built first, by itself
         with self._build_lock:  # one build at a time: a build already uses every CPU
             with self._lock:
                 model = self._kept(key)
             if model is None:
-                model = self._build(dict(zip(self.signature.symbols, key)))
+                model = self._build(sizes, base)
                 with self._lock:
                     self._built[key] = model
                     while len(self._built) > self._sizes_kept:

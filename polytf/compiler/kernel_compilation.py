@@ -135,6 +135,7 @@ def compile_steps(
     cached: Mapping[str, CachedRecipe] | None = None,
     compiler: KernelCompiler | None = None,
     code_cache: KernelCodeCache | None = None,
+    given: Mapping[str, CompiledKernel] | None = None,
 ) -> tuple[list[tuple[LoweredKernel, CompiledKernel] | HostStep], tuple[str, ...]]:
     """Compile every kernel for ``target``: with its recipe in ``recipes`` (by kernel name),
     else its recipe from a tuning record in ``cached``, else the default recipe of
@@ -146,7 +147,9 @@ def compile_steps(
     With ``code_cache`` (a CPU build), kernels and default recipes go through the
     compiled-code cache instead: each distinct kernel is compiled once, missing ones in
     parallel first (a progress bar on a terminal when there are more than a few), the others
-    linked from their cached object code.
+    linked from their cached object code. Kernels in ``given`` (by name) are not compiled:
+    they are given compiled (a dynamic model's kernels run as another size's, slice by slice:
+    :mod:`polytf.compiler.sliced_kernels`).
 
     Returns:
         ``(steps, tuned)``: ``(lowered kernel, compiled kernel)`` pairs and host steps in
@@ -159,10 +162,11 @@ def compile_steps(
     """
     recipes = recipes or {}
     cached = cached or {}
+    given = given or {}
     defaults = None
     if code_cache is not None:
         compiler, defaults = code_cache, code_cache.default_recipe
-        _prefetch(prepared, recipes, cached, code_cache, progress)
+        _prefetch(prepared, recipes, cached, code_cache, progress, given)
     compiler = compiler or target.compile
     compiled: list[tuple[LoweredKernel, CompiledKernel] | HostStep] = []
     tuned = []
@@ -172,6 +176,9 @@ def compile_steps(
             compiled.append(kernel)
             continue
         name = kernel.scop.name
+        if name in given:
+            compiled.append((kernel, given[name]))
+            continue
         if progress:
             progress(name)
         if name in recipes:
@@ -191,12 +198,15 @@ def _prefetch(
     cached: Mapping[str, CachedRecipe],
     code_cache: KernelCodeCache,
     progress: Callable[[str], None] | None,
+    given: Mapping[str, CompiledKernel],
 ) -> None:
-    """Compile the kernels the code cache lacks, in parallel, before the compile steps link
-    them (:meth:`KernelCodeCache.prefetch`)."""
+    """Compile the kernels the code cache lacks (but those ``given`` compiled), in parallel,
+    before the compile steps link them (:meth:`KernelCodeCache.prefetch`)."""
     jobs = []
     for kernel in prepared.kernels:
         name = kernel.scop.name
+        if name in given:
+            continue
         recipe = recipes.get(name) or (cached[name].recipe if name in cached else None) or code_cache.default_recipe(kernel)
         jobs.append(CompileJob(kernel.scop, recipe, constant_arrays(kernel)))
     missing = code_cache.missing(jobs)

@@ -99,7 +99,7 @@ def load_model(
     signature = symbolic_signature(declared, source.input_shapes, first_call_shapes)
     build = _Build(source, signature, reader, options, backend, codegen, progress, kept)
     if signature.is_static:
-        return build.model({})
+        return build.model({}, None)
     model = DynamicModel(os.fspath(source.path), signature, build.model)
     first = signature.smallest_sizes()
     if first_call_shapes:
@@ -144,8 +144,10 @@ class _Build:
     progress: Callable[[str], None] | None
     kept: LoadCache | None
 
-    def model(self, sizes: dict[str, int]) -> Model:
-        """The static model of the symbols' ``sizes`` (``{}`` without symbols). The graph, when
+    def model(self, sizes: dict[str, int], base: Model | None) -> Model:
+        """The static model of the symbols' ``sizes`` (``{}`` without symbols); ``base``: the
+        model at a smaller batch size whose kernels it may run slice by slice
+        (:meth:`Backend.build_model <polytf.compiler.backends.Backend.build_model>`). The graph, when
         it must be read, is not kept: another size of a dynamic model reads it again (a build
         that reads it compiles kernels too, seconds), so that a dynamic model holds no weight
         but its sizes' packed ones."""
@@ -161,7 +163,7 @@ class _Build:
                 self.kept.save_prepared(key, prepared)
         return_free_heap_memory()  # the front half's freed arrays: not in the load's peak
         cached = stored_recipes(prepared, self.options, self.backend.target, self.backend.threads, self.codegen)
-        model = self.backend.build_model(prepared, progress=self.progress, cached=cached)
+        model = self.backend.build_model(prepared, progress=self.progress, cached=cached, base=base)
         # The graph and its weights go before the weights are packed: each weight is then held
         # either as read or packed, never both (the peak resident set of a load).
         del prepared

@@ -24,7 +24,7 @@ from polytf.runtime.cpu.compiled_model import CompiledModel
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.storage.object_cache import ObjectCache
 from polytf.targets.cpu import CpuTarget
-from polytf.targets.target import Target
+from polytf.targets.target import CompiledKernel, Target
 
 __all__ = ["build_model"]
 
@@ -37,12 +37,14 @@ def build_model(
     progress: Callable[[str], None] | None = None,
     cached: Mapping[str, CachedRecipe] | None = None,
     objects: ObjectCache | None = None,
+    given: Mapping[str, CompiledKernel] | None = None,
 ) -> CompiledModel:
     """Compile every kernel for the CPU (:func:`~polytf.compiler.kernel_compilation.compile_steps`)
     into a :class:`CompiledModel` on ``threads`` threads (default ``$POLYTF_THREADS`` or every
     CPU); ``target`` defaults to the host CPU. Kernels go through the compiled-code cache
     (:mod:`polytf.compiler.code_cache`): compiled once per distinct kernel, in parallel, and
-    kept in ``objects`` (None: nothing kept on disk).
+    kept in ``objects`` (None: nothing kept on disk). Kernels in ``given`` (by name) are
+    taken as they are (:func:`~polytf.compiler.kernel_compilation.compile_steps`).
 
     Raises:
         PolytfError: a recipe of ``recipes`` or a default recipe does not compile (with the
@@ -51,7 +53,7 @@ def build_model(
     target = target or CpuTarget()
     threads = threads or default_thread_count()
     code_cache = KernelCodeCache(target, threads, objects) if isinstance(target, CpuTarget) and target.runs_here else None
-    steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached, code_cache=code_cache)
+    steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached, code_cache=code_cache, given=given)
     model = CompiledModel(prepared.graph, steps, threads)
     model.tuned_kernels = tuned
     return model

@@ -23,7 +23,7 @@ from polytf.graph import Graph, split_tensor_name
 from polytf.graph.size_symbols import Dimension, SizeSymbol, SymbolicSignature, default_symbol_name, parse_dimension
 from polytf.ops.sources import placeholder_shape
 
-__all__ = ["declared_shapes", "sized_sources", "symbolic_signature"]
+__all__ = ["declared_shapes", "sized_sources", "slicing_base_source", "symbolic_signature"]
 
 
 def declared_shapes(graph: Graph) -> dict[str, tuple[int | None, ...] | None]:
@@ -110,3 +110,20 @@ def sized_sources(source: ModelSource, buckets: Mapping[str, Sequence[int]] | No
     if signature.is_static and not buckets:
         return [({}, source)]
     return [(sizes, source.with_shapes(signature.concrete_shapes(sizes))) for sizes in signature.size_grid(buckets or {})]
+
+
+def slicing_base_source(source: ModelSource, sizes: Mapping[str, int]) -> tuple[dict[str, int], ModelSource] | None:
+    """The sizes, and ``source`` at them, whose kernels a dynamic model at ``sizes`` runs on
+    slices (:meth:`SymbolicSignature.slicing_base <polytf.graph.size_symbols.SymbolicSignature.slicing_base>`),
+    or None. Reads the model file (its placeholders' declared shapes).
+
+    Raises:
+        GraphError: the file cannot be read.
+    """
+    from polytf.compiler.preparation import read_graph  # the frontend
+
+    signature = symbolic_signature(declared_shapes(read_graph(source)), source.input_shapes)
+    if signature.is_static or not sizes:
+        return None
+    base = signature.slicing_base(sizes)
+    return None if base is None else (base, source.with_shapes(signature.concrete_shapes(base)))

@@ -16,6 +16,14 @@ an argument or an id is refused. ``NAME_run`` allocates a workspace (``posix_mem
 runs, and frees it. ``NAME_init`` reads an external weights file (written by
 :mod:`polytf.export.weights`) once; with weights inside the object it does nothing.
 
+A model exported with its batch as an argument (a ``None`` batch:
+:mod:`polytf.export.batch_layout`) takes ``int64_t batch`` before ``threads`` in
+``NAME_run_with_workspace`` and ``NAME_run``, and as the one argument of
+``NAME_workspace_bytes`` (0 for a batch it does not take); a batch outside the symbol's range
+or not a multiple of the kernels' batch is ``ERROR_INVALID_BATCH``. Each kernel is then called
+once through its slices entry ``<kernel>_slices(arrays, threads, count, strides,
+thread_strides)`` with ``count = batch / multiple``.
+
 The functions keep no state but the weights pointer that ``NAME_init`` sets: calls on
 distinct workspaces may run at once from several threads (each kernel may itself start
 ``threads`` OpenMP threads).
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from polytf.export.batch_layout import ExportedBatch, SlicedCall
 from polytf.export.model_layout import (
     INPUT_POINTER,
     OUTPUT_POINTER,
@@ -47,6 +56,7 @@ STATUS_CODES = {
     "ERROR_INDEX_OUT_OF_RANGE": 5,
     "ERROR_OUT_OF_MEMORY": 6,
     "ERROR_WEIGHTS_FILE": 7,
+    "ERROR_INVALID_BATCH": 8,
 }
 
 I1 = ir.IntType(1)
@@ -55,6 +65,11 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 I8_POINTER = I8.as_pointer()
 KERNEL_TYPE = ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64])
+#: ``void <kernel>_slices(i8** arrays, i64 threads, i64 count, i64* strides, i64* thread_strides)``
+SLICES_TYPE = ir.FunctionType(ir.VoidType(), [I8_POINTER.as_pointer(), I64, I64, I64.as_pointer(), I64.as_pointer()])
+#: mixed into the workspace's tag with a call's slice count (a workspace laid out for another
+#: batch has its scratch arrays elsewhere: it is zeroed again)
+BATCH_TAG_FACTOR = 0x9E3779B97F4A7C15
 INDEX_TYPES = {"int32": I32, "int64": I64}
 
 
@@ -73,9 +88,20 @@ def _status(code: str) -> ir.Constant:
 
 
 class _EntryBuilder:
-    def __init__(self, layout: ModelLayout, name: str, external_weights: bool, triple: str, data_layout: str) -> None:
+    def __init__(
+        self,
+        layout: ModelLayout,
+        name: str,
+        external_weights: bool,
+        triple: str,
+        data_layout: str,
+        batch: ExportedBatch | None = None,
+        sliced: tuple[SlicedCall, ...] = (),
+    ) -> None:
         self.layout = layout
         self.name = name
+        self.batch = batch
+        self.sliced = sliced
         self.external_weights = external_weights
         self.module = ir.Module(name=f"{name}_entry")
         self.module.triple = triple
@@ -102,8 +128,13 @@ class _EntryBuilder:
         self.kernels = {}
         for call in layout.calls:
             if call.kernel.symbol not in self.kernels:
-                self.kernels[call.kernel.symbol] = ir.Function(self.module, KERNEL_TYPE, name=call.kernel.symbol)
+                if batch is None:
+                    self.kernels[call.kernel.symbol] = ir.Function(self.module, KERNEL_TYPE, name=call.kernel.symbol)
+                else:
+                    self.kernels[call.kernel.symbol] = ir.Function(self.module, SLICES_TYPE, name=f"{call.kernel.symbol}_slices")
         self.ports = len(layout.inputs) + len(layout.outputs)
+        #: the batch parameter's type, after the ports (none without a batch)
+        self.batch_parameters = [I64] if batch is not None else []
 
     # -- helpers -----------------------------------------------------------------------------
     def _string(self, text: str, name: str) -> ir.GlobalVariable:
@@ -128,14 +159,20 @@ class _EntryBuilder:
     # -- NAME_run_with_workspace ---------------------------------------------------------------
     def run_with_workspace(self) -> ir.Function:
         layout = self.layout
-        function = ir.Function(self.module, ir.FunctionType(I32, [I8_POINTER] * self.ports + [I8_POINTER, I32]), name=f"{self.name}_run_with_workspace")
+        function = ir.Function(self.module, ir.FunctionType(I32, [I8_POINTER] * self.ports + [I8_POINTER, *self.batch_parameters, I32]), name=f"{self.name}_run_with_workspace")
         arguments = list(function.args)
         for argument, port in zip(arguments, layout.inputs + layout.outputs):
             argument.name = port.parameter
-        workspace, threads = arguments[-2], arguments[-1]
+        workspace, threads = arguments[self.ports], arguments[-1]
         workspace.name, threads.name = "workspace", "threads"
         inputs, outputs = arguments[: len(layout.inputs)], arguments[len(layout.inputs) : self.ports]
         builder = ir.IRBuilder(function.append_basic_block("entry"))
+        count = ir.Constant(I64, 1)
+        if self.batch is not None:
+            batch = arguments[self.ports + 1]
+            batch.name = "batch"
+            self._fail_unless(builder, self._batch_valid(builder, batch), "ERROR_INVALID_BATCH")
+            count = builder.sdiv(batch, ir.Constant(I64, self.batch.multiple))
         table_slots = max((len(call.arguments) for call in layout.calls), default=1)
         table = builder.alloca(ir.ArrayType(I8_POINTER, table_slots), name="arrays")
         null = ir.Constant(I8_POINTER, None)
@@ -149,37 +186,90 @@ class _EntryBuilder:
             self._fail_unless(builder, builder.icmp_unsigned("!=", weights, null), "ERROR_NOT_INITIALIZED")
         # a workspace without this model's tag is new (or another model's): zero its scratch arrays first
         header = builder.bitcast(workspace, I64.as_pointer())
-        fresh = builder.icmp_unsigned("!=", builder.load(header, align=8), ir.Constant(I64, layout.tag))
+        tag = ir.Constant(I64, layout.tag)
+        if self.batch is not None:
+            tag = builder.xor(tag, builder.mul(count, ir.Constant(I64, BATCH_TAG_FACTOR)))
+        fresh = builder.icmp_unsigned("!=", builder.load(header, align=8), tag)
         with builder.if_then(fresh, likely=False):
             for offset, nbytes in layout.zeroed:
-                start = builder.gep(workspace, [ir.Constant(I64, offset)], inbounds=True)
+                start = builder.gep(workspace, [self._workspace_offset(builder, offset, count)], inbounds=True)
                 builder.call(self.libc["memset"], [start, ir.Constant(I32, 0), ir.Constant(I64, nbytes)])
-            builder.store(ir.Constant(I64, layout.tag), header, align=8)
+            builder.store(tag, header, align=8)
 
         def address(location: BufferAddress) -> ir.Value:
             if location.base == INPUT_POINTER:
                 return inputs[location.index]
             if location.base == OUTPUT_POINTER:
                 return outputs[location.index]
-            base = weights if location.base == WEIGHTS else workspace
-            return builder.gep(base, [ir.Constant(I64, location.index)], inbounds=True)
+            if location.base == WEIGHTS:
+                return builder.gep(weights, [ir.Constant(I64, location.index)], inbounds=True)
+            return builder.gep(workspace, [self._workspace_offset(builder, location.index, count)], inbounds=True)
 
         wide_threads = builder.sext(threads, I64)
-        for call in layout.calls:
+        for position, call in enumerate(layout.calls):
+            sliced = self.sliced[position] if self.batch is not None else None
             for check in call.index_checks:
-                self._index_check(builder, function, address(check.address), check.count, check.dtype, check.extent)
+                ids = ir.Constant(I64, check.count)
+                if sliced is not None and sliced.strides[call.arguments.index(check.address)]:
+                    ids = builder.mul(ids, count)  # the ids of every slice
+                self._index_check(builder, function, address(check.address), ids, check.dtype, check.extent)
             for slot, location in enumerate(call.arguments):
                 builder.store(address(location), builder.gep(table, [ir.Constant(I32, 0), ir.Constant(I32, slot)], inbounds=True))
-            builder.call(self.kernels[call.kernel.symbol], [builder.gep(table, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True), wide_threads])
+            arrays = builder.gep(table, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
+            if sliced is None:
+                builder.call(self.kernels[call.kernel.symbol], [arrays, wide_threads])
+                continue
+            runs_threads = wide_threads
+            if sliced.copies:  # no more threads than copies of its scratch arrays
+                limit = ir.Constant(I64, sliced.copies)
+                runs_threads = builder.select(builder.icmp_signed("<", wide_threads, limit), wide_threads, limit)
+            strides = self._constant_array(sliced.strides, f"{call.kernel.symbol}_strides_{position}")
+            thread_strides = self._constant_array(sliced.thread_strides, f"{call.kernel.symbol}_thread_strides_{position}")
+            builder.call(self.kernels[call.kernel.symbol], [arrays, runs_threads, count, strides, thread_strides])
         for copy in layout.output_copies:
-            builder.call(self.libc["memcpy"], [outputs[copy.output], address(copy.source), ir.Constant(I64, copy.nbytes)])
+            nbytes = ir.Constant(I64, copy.nbytes)
+            if self.batch is not None and copy.source.base in (INPUT_POINTER, OUTPUT_POINTER):
+                nbytes = builder.mul(nbytes, count)  # a batch-sized tensor passed through
+            builder.call(self.libc["memcpy"], [outputs[copy.output], address(copy.source), nbytes])
         builder.ret(_status("OK"))
         return function
 
-    def _index_check(self, builder: ir.IRBuilder, function: ir.Function, indices: ir.Value, count: int, dtype: str, extent: int) -> None:
-        """Return ERROR_INDEX_OUT_OF_RANGE unless every id of ``indices`` lies in ``[0, extent)``
-        (one unsigned comparison per id: a negative id is a huge unsigned one)."""
-        if count == 0:
+    def _batch_valid(self, builder: ir.IRBuilder, batch: ir.Value) -> ir.Value:
+        """Whether ``batch`` is in the batch symbol's range and a multiple of the kernels' batch."""
+        assert self.batch is not None
+        valid = builder.icmp_signed(">=", batch, ir.Constant(I64, self.batch.minimum))
+        if self.batch.maximum is not None:
+            valid = builder.and_(valid, builder.icmp_signed("<=", batch, ir.Constant(I64, self.batch.maximum)))
+        remainder = builder.srem(batch, ir.Constant(I64, self.batch.multiple))
+        return builder.and_(valid, builder.icmp_signed("==", remainder, ir.Constant(I64, 0)))
+
+    def _workspace_offset(self, builder: ir.IRBuilder, offset: int, count: ir.Value) -> ir.Value:
+        """Where the workspace buffer the layout puts at ``offset`` (laid out for one slice)
+        lives in a call of ``count`` slices (:mod:`polytf.export.batch_layout`): the arena
+        stretched by ``count``, what follows it moved on by ``count - 1`` arenas."""
+        if self.batch is None:
+            return ir.Constant(I64, offset)
+        arena, size = self.layout.arena_offset, self.layout.memory_plan.arena_bytes if self.layout.memory_plan else 0
+        if offset < arena:
+            return ir.Constant(I64, offset)
+        if offset < arena + size:
+            return builder.add(ir.Constant(I64, arena), builder.mul(count, ir.Constant(I64, offset - arena)))
+        return builder.add(ir.Constant(I64, offset), builder.mul(builder.sub(count, ir.Constant(I64, 1)), ir.Constant(I64, size)))
+
+    def _constant_array(self, values: tuple[int, ...], name: str) -> ir.Value:
+        """A pointer to a read-only global ``i64`` array of ``values``."""
+        kind = ir.ArrayType(I64, max(len(values), 1))
+        variable = ir.GlobalVariable(self.module, kind, name=name)
+        variable.initializer = ir.Constant(kind, list(values) or [0])
+        variable.global_constant = True
+        variable.linkage = "internal"
+        return variable.gep([ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+    def _index_check(self, builder: ir.IRBuilder, function: ir.Function, indices: ir.Value, count: ir.Value, dtype: str, extent: int) -> None:
+        """Return ERROR_INDEX_OUT_OF_RANGE unless every id of ``indices`` (``count`` of them, an
+        ``i64`` value) lies in ``[0, extent)`` (one unsigned comparison per id: a negative id
+        is a huge unsigned one)."""
+        if isinstance(count, ir.Constant) and count.constant == 0:
             return
         element = INDEX_TYPES[dtype]
         typed = builder.bitcast(indices, element.as_pointer())
@@ -197,31 +287,51 @@ class _EntryBuilder:
         builder.position_at_end(latch)
         following = builder.add(position, ir.Constant(I64, 1))
         position.add_incoming(following, latch)
-        builder.cbranch(builder.icmp_unsigned("<", following, ir.Constant(I64, count)), loop, done)
+        builder.cbranch(builder.icmp_unsigned("<", following, count), loop, done)
         builder.position_at_end(bad)
         builder.ret(_status("ERROR_INDEX_OUT_OF_RANGE"))
         builder.position_at_end(done)
 
     # -- NAME_run ------------------------------------------------------------------------------
     def run(self, with_workspace: ir.Function) -> None:
-        function = ir.Function(self.module, ir.FunctionType(I32, [I8_POINTER] * self.ports + [I32]), name=f"{self.name}_run")
+        function = ir.Function(self.module, ir.FunctionType(I32, [I8_POINTER] * self.ports + [*self.batch_parameters, I32]), name=f"{self.name}_run")
         for argument, port in zip(function.args, self.layout.inputs + self.layout.outputs):
             argument.name = port.parameter
         function.args[-1].name = "threads"
         builder = ir.IRBuilder(function.append_basic_block("entry"))
+        size = ir.Constant(I64, self.layout.workspace_bytes)
+        batch = []
+        if self.batch is not None:
+            function.args[self.ports].name = "batch"
+            batch = [function.args[self.ports]]
+            self._fail_unless(builder, self._batch_valid(builder, batch[0]), "ERROR_INVALID_BATCH")
+            size = self._workspace_size(builder, builder.sdiv(batch[0], ir.Constant(I64, self.batch.multiple)))
         slot = builder.alloca(I8_POINTER, name="workspace_slot")
-        failed = builder.call(self.libc["posix_memalign"], [slot, ir.Constant(I64, ALIGNMENT_BYTES), ir.Constant(I64, self.layout.workspace_bytes)])
+        failed = builder.call(self.libc["posix_memalign"], [slot, ir.Constant(I64, ALIGNMENT_BYTES), size])
         self._fail_unless(builder, builder.icmp_signed("==", failed, ir.Constant(I32, 0)), "ERROR_OUT_OF_MEMORY")
         workspace = builder.load(slot)
         builder.store(ir.Constant(I64, 0), builder.bitcast(workspace, I64.as_pointer()), align=8)  # a new workspace
-        status = builder.call(with_workspace, [*function.args[:-1], workspace, function.args[-1]])
+        status = builder.call(with_workspace, [*function.args[: self.ports], workspace, *batch, function.args[-1]])
         builder.call(self.libc["free"], [workspace])
         builder.ret(status)
 
     # -- NAME_workspace_bytes, NAME_init --------------------------------------------------------
     def workspace_bytes(self) -> None:
-        function = ir.Function(self.module, ir.FunctionType(I64, []), name=f"{self.name}_workspace_bytes")
-        ir.IRBuilder(function.append_basic_block("entry")).ret(ir.Constant(I64, self.layout.workspace_bytes))
+        function = ir.Function(self.module, ir.FunctionType(I64, self.batch_parameters), name=f"{self.name}_workspace_bytes")
+        builder = ir.IRBuilder(function.append_basic_block("entry"))
+        if self.batch is None:
+            builder.ret(ir.Constant(I64, self.layout.workspace_bytes))
+            return
+        batch = function.args[0]
+        batch.name = "batch"
+        with builder.if_then(builder.not_(self._batch_valid(builder, batch)), likely=False):
+            builder.ret(ir.Constant(I64, 0))  # no such batch
+        builder.ret(self._workspace_size(builder, builder.sdiv(batch, ir.Constant(I64, self.batch.multiple))))
+
+    def _workspace_size(self, builder: ir.IRBuilder, count: ir.Value) -> ir.Value:
+        """Bytes of the workspace of a call of ``count`` slices: the arena ``count`` times."""
+        arena = self.layout.memory_plan.arena_bytes if self.layout.memory_plan else 0
+        return builder.add(ir.Constant(I64, self.layout.workspace_bytes), builder.mul(builder.sub(count, ir.Constant(I64, 1)), ir.Constant(I64, arena)))
 
     def init(self) -> None:
         function = ir.Function(self.module, ir.FunctionType(I32, [I8_POINTER]), name=f"{self.name}_init")
@@ -271,7 +381,15 @@ class _EntryBuilder:
         builder.ret(_status("OK"))
 
 
-def entry_module(layout: ModelLayout, name: str, external_weights: bool, triple: str, data_layout: str) -> str:
+def entry_module(
+    layout: ModelLayout,
+    name: str,
+    external_weights: bool,
+    triple: str,
+    data_layout: str,
+    batch: ExportedBatch | None = None,
+    sliced: tuple[SlicedCall, ...] = (),
+) -> str:
     """LLVM IR text of the entry points of model ``name`` (module docstring); the kernels and,
     when ``external_weights`` is False, the weights global are declared, to be linked in.
 
@@ -280,8 +398,12 @@ def entry_module(layout: ModelLayout, name: str, external_weights: bool, triple:
         name: the C prefix of every symbol (a C identifier).
         external_weights: the weights come from a file read by ``NAME_init``.
         triple, data_layout: the target's (as the kernels').
+        batch: the batch argument, when the model takes one (``NAME_run(..., int64_t batch,
+            int threads)``, ``NAME_workspace_bytes(int64_t batch)``): ``layout`` is then the
+            model's at ``batch.multiple`` and every kernel runs on slices
+            (:mod:`polytf.export.batch_layout`), as ``sliced`` (one per call) says.
     """
-    builder = _EntryBuilder(layout, name, external_weights, triple, data_layout)
+    builder = _EntryBuilder(layout, name, external_weights, triple, data_layout, batch, sliced)
     with_workspace = builder.run_with_workspace()
     builder.run(with_workspace)
     builder.workspace_bytes()

@@ -45,17 +45,21 @@ from pathlib import Path
 from polytf.compiler.build_options import BuildOptions
 from polytf.compiler.kernel_compilation import compile_steps
 from polytf.compiler.model_source import ModelSource
-from polytf.compiler.preparation import prepare_model
+from polytf.compiler.preparation import PreparedModel, prepare_model, read_graph
 from polytf.compiler.recorded_recipes import stored_recipes
+from polytf.compiler.symbolic_inputs import declared_shapes, symbolic_signature
 from polytf.config import CodegenConfig
 from polytf.errors import ArgumentError, CompileError
+from polytf.export.batch_layout import ExportedBatch, SlicedCall, sliced_linkable_kernel
 from polytf.export.c_header import header_text
 from polytf.export.entry_functions import entry_module, weights_symbol
 from polytf.export.kernel_code import linkable_kernel
-from polytf.export.model_layout import TensorPort, layout_model
+from polytf.export.model_layout import WEIGHTS, ModelLayout, TensorPort, layout_model
 from polytf.export.object_file import c_compiler, link_object, link_shared_library
 from polytf.export.weights import DEFAULT_EMBED_LIMIT_BYTES, weights_file_header, weights_module
+from polytf.lowering.host_fallback import HostStep
 from polytf.output_paths import writable_folder
+from polytf.poly.sample_slicing import sample_slicing
 from polytf.schedules.recipe import ScheduleRecipe
 from polytf.targets.cpu import CpuTarget
 from polytf.version import __version__
@@ -80,7 +84,11 @@ class ExportedModel:
         kernels: the kernels' names, execution order.
         tuned_kernels: those compiled with a recipe from a tuning record (the rest: default recipes).
         recipes: kernel name -> its recipe.
-        workspace_bytes, weights_bytes: sizes of the workspace and of the weights.
+        workspace_bytes, weights_bytes: sizes of the workspace and of the weights (the
+            workspace of a call at ``batch.multiple`` when the batch is an argument).
+        batch: the batch argument of ``NAME_run`` (a model with a ``None`` batch:
+            :mod:`polytf.export.batch_layout`); None: every size fixed. ``inputs`` and
+            ``outputs`` then have their shapes at ``batch.multiple``.
     """
 
     name: str
@@ -99,6 +107,7 @@ class ExportedModel:
     recipes: dict[str, ScheduleRecipe] = field(repr=False)
     workspace_bytes: int = 0
     weights_bytes: int = 0
+    batch: ExportedBatch | None = None
 
 
 def default_model_name(path: str | os.PathLike) -> str:
@@ -170,10 +179,18 @@ def compile_model(
     target = CpuTarget(codegen, cpu_name=cpu, features=features, triple=target_triple)
     threads = options.thread_count()
     model_file = Path(source.path).name
+    batch, sliced = None, ()
+    batched = _batched_sources(source)
+    if batched is not None:
+        batch, source, larger = batched
     prepared = prepare_model(source, fallback=options.fallback)
     cached = stored_recipes(prepared, options, target, threads, codegen)
     steps, tuned = compile_steps(prepared, recipes, target, threads, progress, cached, compiler=linkable_kernel(target))
+    if batch is not None:
+        steps, sliced = _sliced_steps(steps, prepare_model(larger, fallback=options.fallback), threads, model_file, batch)
     layout = layout_model(prepared.graph, steps, model_file)
+    if batch is not None:
+        _check_batched_ports(layout, batch, model_file)
     external = len(layout.weights) > embed_limit_bytes
 
     try:
@@ -181,7 +198,7 @@ def compile_model(
     except OSError as error:
         raise ArgumentError(f"output folder {output_dir}: cannot create it ({error.strerror})") from None
     data_layout = str(target.target_machine.target_data)
-    entry = target.optimise(entry_module(layout, name, external, target.triple, data_layout), f"{name} entry points")
+    entry = target.optimise(entry_module(layout, name, external, target.triple, data_layout, batch, sliced), f"{name} entry points")
     modules = [(f"the entry points of {name}", str(entry))]
     if not external:
         modules.append((f"the weights of {name}", weights_module(layout.weights, weights_symbol(name), target.triple, data_layout)))
@@ -191,7 +208,7 @@ def compile_model(
     object_path = directory / f"{name}.o"
     _write_atomically(object_path, link_object(modules, public, target))
     header_path = directory / f"{name}.h"
-    _write_atomically(header_path, header_text(layout, name, model_file, threads, target.triple, target.cpu_name, external, __version__).encode())
+    _write_atomically(header_path, header_text(layout, name, model_file, threads, target.triple, target.cpu_name, external, __version__, batch).encode())
     weights_path = directory / f"{name}.weights"
     if external:
         _write_atomically(weights_path, weights_file_header(layout.tag, len(layout.weights)), layout.weights)
@@ -220,7 +237,79 @@ def compile_model(
         recipes={call.kernel.symbol: call.kernel.recipe for call in layout.calls},
         workspace_bytes=layout.workspace_bytes,
         weights_bytes=len(layout.weights),
+        batch=batch,
     )
+
+
+def _batched_sources(source: ModelSource) -> tuple[ExportedBatch, ModelSource, ModelSource] | None:
+    """For a model whose one size symbol is a batch (module docstring of
+    :mod:`polytf.export.batch_layout`): the batch argument, the source at the symbol's
+    smallest size ``b`` and at ``2 b``; None for a model with every size given.
+
+    Raises:
+        CompileError: a size symbol that is not a batch (a sequence length), or a range
+            holding one multiple of its minimum only.
+    """
+    signature = symbolic_signature(declared_shapes(read_graph(source)), source.input_shapes)
+    if signature.is_static:
+        return None
+    batch = signature.batch_symbol
+    others = [name for name in signature.symbols if name != batch]
+    if batch is None or others:
+        symbols = ", ".join(f"{name} ({signature.symbols[name].range_text})" for name in (others or list(signature.symbols)))
+        raise CompileError(
+            f"model {Path(source.path).name}: an exported model takes its batch as an argument, but no other size symbol: {symbols}; "
+            f"give each its size (--input {next(iter(signature.shapes))}:...)"
+        )
+    symbol = signature.symbols[batch]
+    if symbol.maximum is not None and symbol.maximum < 2 * symbol.minimum:
+        raise CompileError(f"model {Path(source.path).name}: batch {batch} in {symbol.range_text} holds one multiple of {symbol.minimum}: give the batch (--input)")
+    smallest, larger = {batch: symbol.minimum}, {batch: 2 * symbol.minimum}
+    exported = ExportedBatch(batch, symbol.minimum, symbol.minimum, symbol.maximum)
+    return exported, source.with_shapes(signature.concrete_shapes(smallest)), source.with_shapes(signature.concrete_shapes(larger))
+
+
+def _check_batched_ports(layout: ModelLayout, batch: ExportedBatch, model_file: str) -> None:
+    """Every input and output of a model exported with its batch as an argument must have the
+    batch as its first dimension.
+
+    Raises:
+        CompileError: an input without it, or an output that is a constant.
+    """
+    for port in layout.inputs:
+        if not port.shape or port.shape[0] % batch.multiple:
+            raise CompileError(f"model {model_file}: input '{port.name}' {list(port.shape)} has no batch {batch.symbol} as its first dimension; give every size (--input)")
+    for copy in layout.output_copies:
+        if copy.source.base == WEIGHTS:
+            raise CompileError(f"model {model_file}: output '{layout.outputs[copy.output].name}' is a constant, not batch-sized; export at a fixed batch (--input)")
+
+
+def _sliced_steps(steps: list, larger: PreparedModel, threads: int, model_file: str, batch: ExportedBatch) -> tuple[list, tuple[SlicedCall, ...]]:
+    """The kernels of ``steps`` (at the batch ``b``) with their scratch copies per thread, and
+    how each runs on slices, from the same kernels at ``2 b`` (``larger``).
+
+    Raises:
+        CompileError: a kernel that is not the same at ``2 b`` but for the batch (it mixes
+            the samples of a batch: a reduction over the batch, a transpose that moves it).
+    """
+    at_larger = {kernel.scop.name: kernel.scop for kernel in larger.kernels}
+    result, sliced = [], []
+    for step in steps:
+        if isinstance(step, HostStep):
+            result.append(step)  # refused by the layout, with every host node named
+            continue
+        lowered, kernel = step
+        slicing = sample_slicing(at_larger[lowered.scop.name], lowered.scop) if lowered.scop.name in at_larger else None
+        if slicing is None:
+            ops = ", ".join(f"'{node}' ({op})" for node, op in lowered.scop.ops)
+            raise CompileError(
+                f"model {model_file}: kernel {lowered.scop.name} ({ops}) does not compute each sample of batch {batch.symbol} alone, "
+                f"so the batch cannot be an argument of the exported model; export it at a fixed batch (--input NAME:8,...)"
+            )
+        kernel, call = sliced_linkable_kernel(kernel, slicing, threads)
+        result.append((lowered, kernel))
+        sliced.append(call)
+    return result, tuple(sliced)
 
 
 def _write_atomically(path: Path, *chunks: bytes) -> None:

@@ -218,6 +218,28 @@ class SymbolicSignature:
             if not symbol.contains(int(sizes[name])):
                 raise SizeError(f"{what}: {name} = {sizes[name]} is outside its range {symbol.range_text}", None, name)
 
+    @property
+    def batch_symbol(self) -> str | None:
+        """The symbol that every input naming it has on axis 0 alone (a batch: ``N`` of
+        ``[N, S]`` ids and ``[N, 224, 224, 3]`` images), or None."""
+        for name in self.symbols:
+            axes = {axis for shape in self.shapes.values() for axis, size in enumerate(shape) if size == name}
+            if axes == {0}:
+                return name
+        return None
+
+    def slicing_base(self, sizes: Mapping[str, int]) -> dict[str, int] | None:
+        """The sizes whose kernels the model at ``sizes`` may run once per slice of samples
+        (:mod:`polytf.poly.sample_slicing`): ``sizes`` with the batch symbol at its minimum,
+        when ``sizes`` has it at a larger multiple of that; else None."""
+        batch = self.batch_symbol
+        if batch is None:
+            return None
+        smallest, size = self.symbols[batch].minimum, int(sizes[batch])
+        if size == smallest or size % smallest:
+            return None
+        return {**sizes, batch: smallest}
+
     def smallest_sizes(self) -> dict[str, int]:
         """Every symbol at its minimum: the sizes a model is first built for."""
         return {name: symbol.minimum for name, symbol in self.symbols.items()}

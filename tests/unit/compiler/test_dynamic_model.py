@@ -101,7 +101,7 @@ def test_sizes_outside_the_range_or_zero_are_refused_before_anything_runs(dense,
     model = polytf.load(dense, input_shapes={"a": ("N=2..4", 5)}, cache_dir=tmp_path / "cache", progress=False)
     assert model.built_sizes == [{"N": 2}]
     built = []
-    monkeypatch.setattr(model, "_build", lambda sizes: built.append(sizes))  # nothing may be built
+    monkeypatch.setattr(model, "_build", lambda sizes, base: built.append(sizes))  # nothing may be built
     for batch, words in ((0, "size 0 on axis 0"), (1, r"outside its range 2\.\.4"), (5, r"N = 5 on axis 0, outside")):
         with pytest.raises(SizeError, match=words):
             model(a=np.zeros((batch, 5), np.float32))
@@ -114,7 +114,7 @@ def test_a_bounded_number_of_sizes_is_kept(dense, tmp_path):
     source = polytf.ModelSource(dense)
     models = {}
 
-    def build(sizes):
+    def build(sizes, base):
         models[sizes["N"]] = load_model(source.with_shapes({"a": (sizes["N"], 5)}), polytf.BuildOptions(cache_dir=tmp_path / "cache"))
         return models[sizes["N"]]
 
@@ -129,7 +129,7 @@ def test_calls_from_several_threads_build_each_size_once(dense, tmp_path):
     model = polytf.load(dense, cache_dir=tmp_path / "cache", progress=False)
     builds = []
     build = model._build
-    model._build = lambda sizes: builds.append(sizes) or build(sizes)
+    model._build = lambda sizes, base: builds.append(sizes) or build(sizes, base)
     errors = []
 
     def call(batch):
