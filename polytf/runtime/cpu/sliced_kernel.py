@@ -1,16 +1,17 @@
 """A kernel at batch size ``N`` run as a kernel compiled for a smaller batch size ``b``, once
 per slice of ``b`` samples (:mod:`polytf.poly.sample_slicing` says when that is exact).
 
-    arrays of the kernel at N ──► call k = 0 .. N/b - 1 of the kernel at b, on
+    arrays of the kernel at N ──► run k = 0 .. N/b - 1 of the kernel at b, on
     (sizes of N)                  each sliced array's address + k * its slice's bytes
-                                  (weights and scratch: the same address every call)
+                                  (weights: the same address every run; a scratch array
+                                  the code writes: the copy of the thread running it)
 
 The result is a :class:`~polytf.targets.target.CompiledKernel` of the Scop at ``N``: its
 argument table (:mod:`polytf.runtime.cpu.argument_table`) checks every buffer against the
-sizes at ``N``, and the model plans, packs and binds it as any other kernel. Its recipe,
-scratch arrays and weight packings are the base kernel's (each call rewrites the scratch it
-writes whole; the packed panels are read the same by every call). No isl or LLVM work: a
-dynamic model reaches a new batch size by building its graph, not by compiling.
+sizes at ``N``, and the model plans, packs and binds it as any other kernel. Its recipe and
+weight packings are the base kernel's (the packed panels are read the same by every run),
+its scratch arrays the base's with one copy per thread. No isl or LLVM work: a dynamic model
+reaches a new batch size by building its graph, not by compiling.
 """
 
 from __future__ import annotations
