@@ -32,6 +32,12 @@ models/cifar_cnn.pb -o out``)::
     }
 
 built with ``cc -O2 -Iout main.c out/cifar_cnn.o -lgomp -lm -o main``.
+
+A model with a ``None`` batch (and no other size symbol) is lowered at its batch's smallest
+size ``b`` and exported with the batch as an argument, ``NAME_run(..., int64_t batch, int
+threads)``: every kernel runs its batch-``b`` code on the batch's slices
+(:mod:`polytf.export.batch_layout`); a model with a kernel that mixes samples is refused,
+naming the kernel.
 """
 
 from __future__ import annotations
