@@ -167,21 +167,31 @@ class _Build:
         # The graph and its weights go before the weights are packed: each weight is then held
         # either as read or packed, never both (the peak resident set of a load).
         del prepared
-        self._pack(model, key)
+        self._pack(model, key, base)
         return_free_heap_memory()  # the build's freed temporaries and the weights as read
         return model
 
-    def _pack(self, model: Model, prepared_key: dict | None) -> None:
+    def _pack(self, model: Model, prepared_key: dict | None, base: Model | None) -> None:
         """Pack ``model``'s weights: those kept for its recipes when the cache has them (then
-        mapped, not packed), else packed now (and kept)."""
+        mapped, not packed), else packed now (and kept); then, for a size of a dynamic model,
+        hold the weights equal to ``base``'s as ``base``'s arrays
+        (:meth:`CompiledModel.share_constants`)."""
         if self.kept is None or not isinstance(model, CompiledModel):
+            self._share(model, base)
             model.pack_constants()
             return
         recipes = [[name, recipe.to_dict()] for name, recipe in model.recipes.items()]
         key = self.kept.packed_key(prepared_key, self.backend.target.fingerprint(), code_knobs(self.codegen), recipes)
         packed = self.kept.packed(key)
         if packed is not None and model.use_packed_weights(packed):
+            self._share(model, base)
             model.pack_constants()  # the first execution context
             return
+        self._share(model, base)
         model.pack_constants()
         self.kept.save_packed(key, model.packed_weights)
+
+    @staticmethod
+    def _share(model: Model, base: Model | None) -> None:
+        if isinstance(model, CompiledModel) and isinstance(base, CompiledModel):
+            model.share_constants(base)

@@ -150,6 +150,30 @@ class CompiledModel(Model):
                 self._packed_keys = tuple(packed)
                 self._packing = None
 
+    def share_constants(self, other: CompiledModel) -> int:
+        """Hold ``other``'s array instead of this model's for every constant (a weight as read
+        or packed) that both have with the same key, shape, dtype and values: a dynamic model's
+        sizes then hold each weight once (the packed panels of a kernel run slice by slice
+        are its base's). Packs the weights first; does nothing once an execution context
+        exists (it has bound this model's arrays). The arrays are only read. Thread-safe.
+
+        Returns:
+            The bytes now shared (no longer held by this model alone).
+        """
+        self._run_packing()
+        with self._packing_lock:
+            if self._contexts.size:
+                return 0
+            shared = 0
+            for key, value in self._constants.items():
+                theirs = other._constants.get(key)
+                if theirs is None or theirs is value or theirs.shape != value.shape or theirs.dtype != value.dtype:
+                    continue
+                if np.array_equal(theirs, value):
+                    self._constants[key] = theirs
+                    shared += value.nbytes
+            return shared
+
     @property
     def packed_weights(self) -> dict[str, np.ndarray]:
         """The weights the model packed ahead of time (after :meth:`pack_constants`), by key:

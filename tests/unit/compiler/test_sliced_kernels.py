@@ -109,3 +109,16 @@ def test_slices_smaller_than_the_minimum_are_compiled_at_their_batch(tmp_path, m
     assert _sliced(model.at_sizes(N=2)) == []
     monkeypatch.setattr(sliced_kernels, "MIN_SLICE_POINTS", 0)
     assert len(_sliced(model.at_sizes(N=3))) == 1
+
+
+def test_each_batch_holds_the_weights_of_the_smallest_batch_once(tmp_path):
+    path = tmp_path / "conv.pb"
+    write_conv_graphdef(path, (6, 6, 3), 16, 3, 1, "SAME", pool=True)
+    model = polytf.load(path, cache_dir=tmp_path / "cache", progress=False)
+    base, at_three = model.at_sizes(N=1), model.at_sizes(N=3)
+    constants, base_constants = at_three._constants, base._constants  # every weight, as read and packed
+    equal = [key for key, value in constants.items() if key in base_constants and np.array_equal(value, base_constants[key])]
+    assert equal and all(constants[key] is base_constants[key] for key in equal)
+    x = np.random.default_rng(4).standard_normal((3, 6, 6, 3)).astype(np.float32)
+    static = polytf.load(path, cache_dir=tmp_path / "cache", input_shapes={"x": x.shape}, progress=False)
+    np.testing.assert_allclose(model(x=x)["pool"], static(x=x)["pool"], rtol=1e-5, atol=1e-5)
