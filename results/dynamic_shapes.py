@@ -117,8 +117,8 @@ def main() -> None:
         "The dynamic model is `polytf.load(path)` of the model frozen with its `None` batch (no `input_shapes`); static is",
         "`input_shapes={'input': (B, ...)}`; OpenVINO is `convert_model(path)` with the `-1` batch kept dynamic, compiled once.",
         "A batch above 1 is built on the batch-1 model: each sample-separable kernel large enough runs the batch-1 kernel once per sample",
-        "(`sliced`: no isl or LLVM work for it), the others are compiled at B (`build`: reading the graph, the passes, compiling those, packing
-the weights); static compiles every kernel at B.",
+        "(`sliced`: no isl or LLVM work for it), the others are compiled at B (`build`: reading the graph, the passes, compiling those, packing",
+        "the weights); static compiles every kernel at B.",
         "",
         "| model | batch | static | dynamic | dynamic / static | OpenVINO dynamic | dynamic / OpenVINO | sliced kernels | build | max abs diff vs static | max abs diff vs OpenVINO |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
