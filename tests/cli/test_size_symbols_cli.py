@@ -98,3 +98,18 @@ def test_show_marks_the_kernels_tuned_at_each_bucket(workdir):
     at_one, at_two = out.split("at size bucket N=2")
     assert "none tuned" in at_one and "[tuned]" not in at_one
     assert "1 tuned" in at_two and "[tuned]" in at_two
+
+
+def test_show_marks_the_kernels_a_batch_runs_as_the_smallest_batchs(workdir, monkeypatch):
+    from polytf.compiler import sliced_kernels
+
+    monkeypatch.setattr(sliced_kernels, "MIN_SLICE_POINTS", 0)  # this model's slices are 5 points
+    status, out, err = _main(["show", "m.pbtxt", "--buckets", "N=1,4", *CACHE])
+    assert status == 0, err
+    at_one, at_four = out.split("at size bucket N=4")
+    assert "smaller batch" not in at_one and "slices of" not in at_one
+    assert "1 run as a smaller batch's kernels (no compile)" in at_four and "[4 slices of N=1's]" in at_four
+    monkeypatch.setattr(sliced_kernels, "MIN_SLICE_POINTS", 10**9)
+    status, out, err = _main(["show", "m.pbtxt", "--buckets", "N=4", *CACHE])
+    assert status == 0, err
+    assert "slices of" not in out and "none tuned" in out  # too small to slice: compiled at 4
