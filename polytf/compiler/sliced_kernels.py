@@ -26,11 +26,11 @@ kernels sliced, 0.98-1.01x and 0.97-0.98x.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 
 from polytf.compiler.prepared_model import PreparedModel
 from polytf.poly.access_bounds import array_bytes
-from polytf.poly.flops import domain_points
 from polytf.poly.sample_slicing import SampleSlicing, sample_slicing
 from polytf.poly.scop import Scop
 from polytf.runtime.cpu.compiled_model import CompiledModel
@@ -79,7 +79,11 @@ def kernel_slicing(scop: Scop, base: Scop) -> SampleSlicing | None:
 
 def _large_enough(base: Scop, slicing: SampleSlicing) -> bool:
     """Whether a slice of ``base`` has at least :data:`MIN_SLICE_POINTS` iteration points, and
-    at least as many as the arrays it reads whole (stride 0) have bytes (module docstring)."""
-    points = sum(domain_points(statement) for statement in base.statements)
+    at least as many as the arrays it reads whole (stride 0) have bytes (module docstring).
+
+    The points are those of each statement's box of extents, its constraints (a convolution's
+    padding) left out: counting them would take isl, which a warm load never runs (a warm load
+    of a batch decides again which kernels it slices)."""
+    points = sum(math.prod(statement.extents) for statement in base.statements)
     whole = sum(array_bytes(array) for array, stride in zip(base.arrays, slicing.strides) if stride == 0)
     return points >= max(whole, MIN_SLICE_POINTS)

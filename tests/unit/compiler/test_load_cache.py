@@ -145,3 +145,25 @@ def test_a_dynamic_model_maps_every_size_built_before(tmp_path, monkeypatch):
     np.testing.assert_allclose(expected, a3 @ weights, rtol=1e-5)
     with pytest.raises(AssertionError, match="the GraphDef reader"):
         warm(a=np.ones((4, 5), np.float32))  # a size never built: read, prepared and compiled now
+
+
+def test_a_warm_load_of_a_sliced_batch_runs_no_isl(tmp_path, monkeypatch):
+    from graphdef_builders import write_conv_graphdef
+
+    from polytf.compiler import sliced_kernels
+    from polytf.poly import flops
+    from polytf.runtime.cpu.sliced_kernel import SampleLoop
+
+    path = tmp_path / "conv.pb"
+    write_conv_graphdef(path, (6, 6, 3), 8, 3, 1, "SAME")  # padding: constraints isl would count
+    monkeypatch.setattr(sliced_kernels, "MIN_SLICE_POINTS", 0)
+    x = np.random.default_rng(5).standard_normal((3, 6, 6, 3)).astype(np.float32)
+    cold = polytf.load(path, cache_dir=tmp_path / "cache", progress=False)
+    expected = cold(x=x)["relu"]
+    assert all(isinstance(kernel.function, SampleLoop) for kernel in cold.at_sizes(N=3).kernels)
+    flops._points.cache_clear()
+    for owner, name, what in [*NOT_ON_A_WARM_LOAD, (flops, "_count", "isl's point counting")]:
+        monkeypatch.setattr(owner, name, _fail(what))
+    warm = polytf.load(path, cache_dir=tmp_path / "cache", progress=False)
+    assert warm(x=x)["relu"].tobytes() == expected.tobytes()
+    assert all(isinstance(kernel.function, SampleLoop) for kernel in warm.at_sizes(N=3).kernels)
