@@ -32,7 +32,7 @@ from polytf.compiler.model_source import ModelSource
 from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.compiler.recorded_recipes import cache_key, reading_records, recorded_recipe, stored_recipes
 from polytf.compiler.sliced_kernels import kernel_slicing
-from polytf.compiler.symbolic_inputs import sized_sources, slicing_base_source
+from polytf.compiler.symbolic_inputs import sized_sources, slicing_base_source, source_signature
 from polytf.config import CodegenConfig
 from polytf.graph.size_symbols import sizes_text
 from polytf.lowering.lowered_kernel import LoweredKernel
@@ -62,13 +62,14 @@ def execute(arguments: argparse.Namespace) -> int:
     if arguments.recipe and not Path(arguments.recipe).is_file():
         raise SystemExit(f"error: --recipe {arguments.recipe}: no such file (a JSON recipe, as polytf cache list's records hold)")
     source, options = model_source(arguments), build_options(arguments)
-    sized = sized_sources(source, bucket_sizes(arguments.buckets))
+    signature = source_signature(source)  # the model file read once for every bucket
+    sized = sized_sources(source, bucket_sizes(arguments.buckets), signature)
     if arguments.kernel or arguments.profile:
         sized = sized[:1]  # one kernel, or one profile: at the first bucket's sizes
     for sizes, sized_source in sized:
         if sizes:
             stdout.print(f"at size bucket {sizes_text(sizes)} (the model's size symbols; other sizes: --buckets)", markup=False, highlight=False)
-        base = slicing_base_source(source, sizes) if sizes and not (arguments.kernel or arguments.profile or arguments.passes) else None
+        base = slicing_base_source(source, sizes, signature) if sizes and not (arguments.kernel or arguments.profile or arguments.passes) else None
         show_sized(arguments, sized_source, options, base)
     return 0
 

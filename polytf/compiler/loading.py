@@ -173,25 +173,18 @@ class _Build:
 
     def _pack(self, model: Model, prepared_key: dict | None, base: Model | None) -> None:
         """Pack ``model``'s weights: those kept for its recipes when the cache has them (then
-        mapped, not packed), else packed now (and kept); then, for a size of a dynamic model,
-        hold the weights equal to ``base``'s as ``base``'s arrays
-        (:meth:`CompiledModel.share_constants`)."""
-        if self.kept is None or not isinstance(model, CompiledModel):
-            self._share(model, base)
-            model.pack_constants()
-            return
-        recipes = [[name, recipe.to_dict()] for name, recipe in model.recipes.items()]
-        key = self.kept.packed_key(prepared_key, self.backend.target.fingerprint(), code_knobs(self.codegen), recipes)
-        packed = self.kept.packed(key)
-        if packed is not None and model.use_packed_weights(packed):
-            self._share(model, base)
-            model.pack_constants()  # the first execution context
-            return
-        self._share(model, base)
-        model.pack_constants()
-        self.kept.save_packed(key, model.packed_weights)
-
-    @staticmethod
-    def _share(model: Model, base: Model | None) -> None:
+        mapped, not packed), else packed now (and kept); for a size of a dynamic model, the
+        weights equal to ``base``'s are then held as ``base``'s arrays
+        (:meth:`CompiledModel.share_constants`), before the first execution context binds them."""
+        kept = self.kept if isinstance(model, CompiledModel) else None
+        key, mapped = None, False
+        if kept is not None:
+            recipes = [[name, recipe.to_dict()] for name, recipe in model.recipes.items()]
+            key = kept.packed_key(prepared_key, self.backend.target.fingerprint(), code_knobs(self.codegen), recipes)
+            packed = kept.packed(key)
+            mapped = packed is not None and model.use_packed_weights(packed)
         if isinstance(model, CompiledModel) and isinstance(base, CompiledModel):
             model.share_constants(base)
+        model.pack_constants()  # the packing still to do, and the first execution context
+        if kept is not None and not mapped:
+            kept.save_packed(key, model.packed_weights)

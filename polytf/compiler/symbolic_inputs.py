@@ -23,7 +23,7 @@ from polytf.graph import Graph, split_tensor_name
 from polytf.graph.size_symbols import Dimension, SizeSymbol, SymbolicSignature, default_symbol_name, parse_dimension
 from polytf.ops.sources import placeholder_shape
 
-__all__ = ["declared_shapes", "sized_sources", "slicing_base_source", "symbolic_signature"]
+__all__ = ["declared_shapes", "sized_sources", "slicing_base_source", "source_signature", "symbolic_signature"]
 
 
 def declared_shapes(graph: Graph) -> dict[str, tuple[int | None, ...] | None]:
@@ -93,36 +93,44 @@ def _add(symbols: dict[str, SizeSymbol], symbol: SizeSymbol, placeholder: str) -
         raise ShapeError(f"input shape for '{placeholder}': size symbol {symbol.name} is given the range {symbol.range_text} here and {known.range_text} before")
 
 
-def sized_sources(source: ModelSource, buckets: Mapping[str, Sequence[int]] | None = None) -> list[tuple[dict[str, int], ModelSource]]:
+def source_signature(source: ModelSource) -> SymbolicSignature:
+    """The symbolic signature of ``source``: its placeholders' declared shapes (read from the
+    model file) with ``source.input_shapes`` (:func:`symbolic_signature`).
+
+    Raises:
+        GraphError: the file cannot be read.
+        ShapeError: ``input_shapes`` give one symbol two ranges.
+    """
+    from polytf.compiler.preparation import read_graph  # the frontend
+
+    return symbolic_signature(declared_shapes(read_graph(source)), source.input_shapes)
+
+
+def sized_sources(
+    source: ModelSource, buckets: Mapping[str, Sequence[int]] | None = None, signature: SymbolicSignature | None = None
+) -> list[tuple[dict[str, int], ModelSource]]:
     """``source`` at every combination of ``buckets`` (symbol -> sizes; a symbol left out:
     its smallest size), each with every size given: ``[(sizes, static source), ...]``. A
     model without size symbols is ``[({}, source)]`` (then ``buckets`` must be empty).
 
-    Reads the model file (its placeholders' declared shapes).
+    ``signature``: :func:`source_signature` of ``source``, when known (else the model file is
+    read for it).
 
     Raises:
         SizeError: a bucket of an unknown symbol, or a size outside its symbol's range.
         GraphError: the file cannot be read.
     """
-    from polytf.compiler.preparation import read_graph  # the frontend
-
-    signature = symbolic_signature(declared_shapes(read_graph(source)), source.input_shapes)
+    signature = signature or source_signature(source)
     if signature.is_static and not buckets:
         return [({}, source)]
     return [(sizes, source.with_shapes(signature.concrete_shapes(sizes))) for sizes in signature.size_grid(buckets or {})]
 
 
-def slicing_base_source(source: ModelSource, sizes: Mapping[str, int]) -> tuple[dict[str, int], ModelSource] | None:
+def slicing_base_source(source: ModelSource, sizes: Mapping[str, int], signature: SymbolicSignature) -> tuple[dict[str, int], ModelSource] | None:
     """The sizes, and ``source`` at them, whose kernels a dynamic model at ``sizes`` runs on
-    slices (:meth:`SymbolicSignature.slicing_base <polytf.graph.size_symbols.SymbolicSignature.slicing_base>`),
-    or None. Reads the model file (its placeholders' declared shapes).
-
-    Raises:
-        GraphError: the file cannot be read.
+    slices (:meth:`SymbolicSignature.slicing_base <polytf.graph.size_symbols.SymbolicSignature.slicing_base>`
+    of ``signature``, :func:`source_signature` of ``source``), or None.
     """
-    from polytf.compiler.preparation import read_graph  # the frontend
-
-    signature = symbolic_signature(declared_shapes(read_graph(source)), source.input_shapes)
     if signature.is_static or not sizes:
         return None
     base = signature.slicing_base(sizes)

@@ -43,6 +43,7 @@ from polytf.export.model_layout import (
 )
 from polytf.export.weights import WEIGHTS_FILE_HEADER_BYTES, WEIGHTS_FILE_MAGIC
 from polytf.plan.buffers import ALIGNMENT_BYTES
+from polytf.targets.cpu import SLICES_SUFFIX
 
 __all__ = ["STATUS_CODES", "entry_module", "weights_symbol", "weights_pointer_symbol"]
 
@@ -131,7 +132,7 @@ class _EntryBuilder:
                 if batch is None:
                     self.kernels[call.kernel.symbol] = ir.Function(self.module, KERNEL_TYPE, name=call.kernel.symbol)
                 else:
-                    self.kernels[call.kernel.symbol] = ir.Function(self.module, SLICES_TYPE, name=f"{call.kernel.symbol}_slices")
+                    self.kernels[call.kernel.symbol] = ir.Function(self.module, SLICES_TYPE, name=call.kernel.symbol + SLICES_SUFFIX)
         self.ports = len(layout.inputs) + len(layout.outputs)
         #: the batch parameter's type, after the ports (none without a batch)
         self.batch_parameters = [I64] if batch is not None else []

@@ -51,9 +51,9 @@ from pathlib import Path
 from polytf.compiler.build_options import BuildOptions
 from polytf.compiler.kernel_compilation import compile_steps
 from polytf.compiler.model_source import ModelSource
-from polytf.compiler.preparation import PreparedModel, prepare_model, read_graph
+from polytf.compiler.preparation import PreparedModel, prepare_model
 from polytf.compiler.recorded_recipes import stored_recipes
-from polytf.compiler.symbolic_inputs import declared_shapes, symbolic_signature
+from polytf.compiler.symbolic_inputs import source_signature
 from polytf.config import CodegenConfig
 from polytf.errors import ArgumentError, CompileError
 from polytf.export.batch_layout import ExportedBatch, SlicedCall, sliced_linkable_kernel
@@ -256,7 +256,7 @@ def _batched_sources(source: ModelSource) -> tuple[ExportedBatch, ModelSource, M
         CompileError: a size symbol that is not a batch (a sequence length), or a range
             holding one multiple of its minimum only.
     """
-    signature = symbolic_signature(declared_shapes(read_graph(source)), source.input_shapes)
+    signature = source_signature(source)
     if signature.is_static:
         return None
     batch = signature.batch_symbol
