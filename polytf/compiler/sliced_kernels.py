@@ -20,8 +20,8 @@ built (its *base*), each kernel of ``N``
 
 Measured in the model (`znver5`, 2 threads, MobileNetV2 and the Transformer encoder at batch
 8, median of 7 alternating rounds): slicing every separable kernel but the classifier, 1.00-1.03x
-and 0.94-1.02x the static model's time; with :data:`MIN_SLICE_POINTS`, 43 of 59 and 8 of 13
-kernels sliced, 0.98-1.01x and 0.97-0.98x.
+and 0.94-1.02x the static model's time; with :data:`MIN_SLICE_POINTS`, 44 of 59 and 8 of 13
+kernels sliced, 0.99x and 1.01-1.02x (results/dynamic_shapes.md).
 """
 
 from __future__ import annotations
