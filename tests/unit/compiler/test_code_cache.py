@@ -221,6 +221,32 @@ def test_worker_processes_make_the_same_object_code_as_this_process(chain, monke
         assert entry.object_code == here.object_code and pickle.loads(entry.facts) == pickle.loads(here.facts)
 
 
+class _OrderRecordingTarget(CpuTarget):
+    """Records the Scop of each kernel this process compiles, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[str] = []
+
+    def compile(self, scop, recipe, constant_arrays=frozenset()):
+        self.order.append(scop.name)
+        return super().compile(scop, recipe, constant_arrays)
+
+
+def test_the_costliest_jobs_are_compiled_first(monkeypatch):
+    """Longest processing time first: a rewriting algorithm first, then more statements first,
+    the model's order among equals."""
+    target = _OrderRecordingTarget()
+    defaults = KernelCodeCache(target, 1, None)
+    kernels = [kernels_of(graph)[0] for graph in (graph_broadcast_chain(), graph_softmax(), graph_conv_bias_relu(), graph_maxpool())]
+    jobs = [CompileJob(k.scop, defaults.default_recipe(k), constant_arrays(k)) for k in kernels]
+    monkeypatch.setattr(compile_workers, "worker_count", lambda jobs: 0)  # this process alone: the queue's order
+    list(compile_workers.compile_objects(target, jobs))
+    expected = sorted(jobs, key=lambda job: (job.recipe.algorithm != "direct", len(job.scop.statements)), reverse=True)
+    assert target.order == [job.scop.name for job in expected]
+    assert target.order != [job.scop.name for job in jobs]  # the model's order was not the costliest first
+
+
 def test_ctrl_c_during_a_parallel_compile_keeps_what_was_compiled_and_stops_the_workers(chain, tmp_path, monkeypatch):
     path, _ = chain
     prepared = prepare_model(path)

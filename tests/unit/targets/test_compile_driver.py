@@ -3,7 +3,10 @@ target.compile_code, used by Target.compile, by the runtime through it, and by p
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
+import pytest
 from hand_built_graphs import graph_matmul_bias_relu, kernels_of
 
 from polytf.cli import main
@@ -76,3 +79,38 @@ node {{ name: "mm" op: "MatMul" input: "x" input: "w" }}
     out = capsys.readouterr().out
     assert all(section in out for section in ("schedule tree", "loop AST", "LLVM IR", "assembly"))
     assert scheduled == ["k0_mm"]
+
+
+class CollectorWatchingTarget(CpuTarget):
+    """The CPU target, noting whether Python's cyclic garbage collector ran during ``emit``."""
+
+    def emit(self, scheduled, ast, recipe):
+        self.collector_on_during_emit = gc.isenabled()
+        return super().emit(scheduled, ast, recipe)
+
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_code_is_emitted_with_the_cyclic_collector_paused_and_its_state_restored(enabled_before):
+    kernel, recipe = _kernel_and_recipe()
+    target = CollectorWatchingTarget()
+    was_enabled = gc.isenabled()
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        emit_kernel(kernel.scop, recipe, target)
+        assert target.collector_on_during_emit is False
+        assert gc.isenabled() is enabled_before
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+
+
+class FailingEmitTarget(CpuTarget):
+    def emit(self, scheduled, ast, recipe):
+        raise RuntimeError("emit failed")
+
+
+def test_a_failing_emit_turns_the_cyclic_collector_back_on():
+    kernel, recipe = _kernel_and_recipe()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="emit failed"):
+        emit_kernel(kernel.scop, recipe, FailingEmitTarget())
+    assert gc.isenabled()
