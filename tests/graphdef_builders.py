@@ -102,3 +102,45 @@ def write_conv_graphdef(
         node.attr["strides"].list.i.extend([1, 2, 2, 1])
         node.attr["padding"].s = padding.encode()
     path.write_bytes(graph.SerializeToString())
+
+
+def write_dense_block_graphdef(path: Path, batch: int = 1, layers: int = 3, seed: int = 0) -> None:
+    """Write a DenseNet block on ``x: float32 [batch, 6, 6, 3]`` (``batch`` -1: a None batch):
+    a 3x3 stem conv to 8 channels, then per layer ``concat(previous, conv3x3(relu(conv1x1(
+    relu(previous)))))`` (a 1x1 bottleneck of 6 channels, 4 channels of growth), and a 1x1
+    head conv of ``relu`` of the last concatenation to 5 channels (``out``). The 3x3 convs
+    write into one concatenation's buffer at other offsets (windows of it:
+    :mod:`polytf.plan.buffer_placement`)."""
+    rng = np.random.default_rng(seed)
+    graph = graph_pb2.GraphDef()
+    x = graph.node.add(name="x", op="Placeholder")
+    x.attr["dtype"].type = types_pb2.DT_FLOAT
+    for size in (batch, 6, 6, 3):
+        x.attr["shape"].shape.dim.add(size=size)
+
+    def conv(name: str, source: str, window: int, channels_in: int, channels_out: int) -> str:
+        _const(graph, f"{name}_w", rng.standard_normal((window, window, channels_in, channels_out)) / np.sqrt(window * window * channels_in))
+        node = graph.node.add(name=name, op="Conv2D", input=[source, f"{name}_w"])
+        node.attr["T"].type = types_pb2.DT_FLOAT
+        node.attr["strides"].list.i.extend([1, 1, 1, 1])
+        node.attr["padding"].s = b"SAME"
+        return name
+
+    def relu(name: str, source: str) -> str:
+        graph.node.add(name=name, op="Relu", input=[source]).attr["T"].type = types_pb2.DT_FLOAT
+        return name
+
+    axis = graph.node.add(name="axis", op="Const")
+    axis.attr["dtype"].type = axis.attr["value"].tensor.dtype = types_pb2.DT_INT32
+    axis.attr["value"].tensor.int_val.append(3)
+    previous, width = conv("stem", "x", 3, 3, 8), 8
+    for layer in range(layers):
+        narrow = conv(f"narrow{layer}", relu(f"pre{layer}", previous), 1, width, 6)
+        grown = conv(f"grow{layer}", relu(f"mid{layer}", narrow), 3, 6, 4)
+        concat = graph.node.add(name=f"cat{layer}", op="ConcatV2", input=[previous, grown, "axis"])
+        concat.attr["T"].type = types_pb2.DT_FLOAT
+        concat.attr["N"].i = 2
+        concat.attr["Tidx"].type = types_pb2.DT_INT32
+        previous, width = f"cat{layer}", width + 4
+    conv("out", relu("post", previous), 1, width, 5)
+    path.write_bytes(graph.SerializeToString())

@@ -50,7 +50,7 @@ from polytf.storage.model_images import ALIGNMENT, ModelImageCache, warn_ignored
 __all__ = ["LoadCache"]
 
 #: changes whenever what an entry holds changes shape
-FORMAT = 1
+FORMAT = 2
 
 
 class LoadCache:

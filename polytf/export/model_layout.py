@@ -336,8 +336,9 @@ def layout_model(graph: Graph, steps: Sequence[tuple[LoweredKernel, LinkableKern
             return BufferAddress(WEIGHTS, 0), slot_bytes
         if key in memory.offsets:  # a temporary, in the arena
             return BufferAddress(WORKSPACE, arena + memory.offsets[key]), planned_bytes[key]
-        if binding.kind == INTERMEDIATE:
-            return BufferAddress(WORKSPACE, intermediate_offsets[binding.key]), intermediate_bytes[binding.key]
+        if binding.kind == INTERMEDIATE:  # from the element ``origin`` on (a window of the buffer)
+            skipped = binding.origin * np.dtype(plan.intermediates[binding.key][1]).itemsize
+            return BufferAddress(WORKSPACE, intermediate_offsets[binding.key] + skipped), intermediate_bytes[binding.key] - skipped
         own = max(slot_bytes, array_bytes(info))
         what = f"{info.name} of {info.tensor or 'kernel'} ({info.role})"
         return BufferAddress(WORKSPACE, reserve(what, own, zero=info.role == "scratch")), own

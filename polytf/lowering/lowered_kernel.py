@@ -39,6 +39,10 @@ class LoweredKernel:
     reference: Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
     #: input array name -> its value, for inputs that are graph constants (weights)
     constant_values: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: Scop array name -> the element of its tensor's buffer where the array begins, for an
+    #: array that is a window of a bigger buffer (a tensor placed in a slab of its consumer's
+    #: buffer: :mod:`polytf.plan.buffer_placement`); absent: 0
+    array_origins: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def input_arrays(self) -> tuple[ArrayInfo, ...]:

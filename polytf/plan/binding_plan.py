@@ -244,6 +244,11 @@ def plan_model(
             binding = source_of(storage)
             if binding is None:
                 raise GraphError(f"kernel {kernel.scop.name} reads '{storage}', which no kernel, placeholder or constant provides")
+            origin = lowered.array_origins.get(info.name, 0)
+            if origin:
+                if binding.kind != INTERMEDIATE:  # placement windows only buffers passed between kernels
+                    raise GraphError(f"kernel {kernel.scop.name}: array {info.name} is a window of '{storage}', which is not an intermediate buffer (a polytf bug: please report it)")
+                binding = SlotBinding(INTERMEDIATE, storage, origin)
             bindings.append(binding)
         plans.append(KernelPlan(kernel, tuple(bindings), run_time_index_checks(lowered.scop), run_time_numerics_checks(lowered.scop)))
     outputs = tuple((output_key(t), resolve_view(graph, t), tuple(graph.types[t].shape)) for t in graph.outputs)

@@ -28,10 +28,14 @@ class SlotBinding:
         kind: one of CONSTANT, INPUT, OUTPUT, INTERMEDIATE, PRIVATE, UNREAD.
         key: the storage tensor (``"node:port"``) for CONSTANT, OUTPUT and INTERMEDIATE;
             the placeholder name for INPUT; empty for PRIVATE.
+        origin: for INTERMEDIATE, the element of the buffer where the argument begins (the
+            kernel's array is a window of the buffer: :attr:`LoweredKernel.array_origins
+            <polytf.lowering.lowered_kernel.LoweredKernel.array_origins>`); else 0.
     """
 
     kind: str
     key: str = ""
+    origin: int = 0
 
 
 @dataclass(frozen=True)

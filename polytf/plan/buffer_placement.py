@@ -13,9 +13,13 @@ into the concatenation's buffer, TVM's "inline concatenate" / XLA's
 ``CanShareOperandBufferWithUser`` buffer sharing), polytf stores ``X_k`` *inside* ``Y``:
 ``X_k`` lives at offset ``o_k`` of ``Y``'s buffer, every access of ``X_k`` in every kernel
 becomes an access of ``Y`` shifted by ``o_k``, and the copy ``S_k`` becomes
-``Y[d] = Y[d]``, which is dropped. A concatenation of concatenations (DenseNet) places
-every piece in the outermost buffer (offsets add up); a kernel left with no statement
-disappears. A Pad keeps only its halo statement (zeros written once per call; the interior
+``Y[d] = Y[d]``, which is dropped. In a kernel whose only array of that buffer is ``X_k``'s,
+the array becomes instead a *window* of the buffer that begins at ``o_k``: ``Y``'s shape
+(its strides), the accesses unshifted, the offset in the binding
+(:attr:`LoweredKernel.array_origins <polytf.lowering.lowered_kernel.LoweredKernel.array_origins>`),
+so that the producers of a concatenation's pieces are one kernel, compiled once
+(:func:`_windows`). A concatenation of concatenations (DenseNet) places every piece in the
+outermost buffer (offsets add up); a kernel left with no statement disappears. A Pad keeps only its halo statement (zeros written once per call; the interior
 is its producer's output).
 
 A tensor ``X`` is placed in ``Y`` only when:
@@ -256,6 +260,9 @@ def _rewrite(graph: Graph, kernel: LoweredKernel, placements: Mapping[str, Place
     for name, placement in moved.items():
         target = buffer_array.setdefault(placement.buffer, name)
         moves[name] = (target, placement.offset)
+    origins = _windows(graph, scop, moved, moves)
+    for name in origins:
+        moves[name] = (name, (0,) * len(moved[name].offset))
     statements = []
     removed: list[tuple[str, tuple[slice, ...]]] = []  # (array, slab) of each dropped copy
     for statement in scop.statements:
@@ -289,7 +296,35 @@ def _rewrite(graph: Graph, kernel: LoweredKernel, placements: Mapping[str, Place
         arrays.append(info)
     new_scop = Scop(scop.name, tuple(statements), tuple(arrays), scop.ops)
     reference = _PlacedReference(kernel.reference, scop, new_scop, moves, removed)
-    return replace(kernel, scop=new_scop, array_tensors=array_tensors, reference=reference)
+    return replace(kernel, scop=new_scop, array_tensors=array_tensors, reference=reference, array_origins={**kernel.array_origins, **origins})
+
+
+def _windows(graph: Graph, scop: Scop, moved: Mapping[str, Placement], moves: Mapping[str, tuple[str, tuple[int, ...]]]) -> dict[str, int]:
+    """The moved arrays that become windows of their buffers: array name -> the element of the
+    buffer where the window begins (row-major, the buffer's shape).
+
+    An array is a window when it is the kernel's only array of its buffer (no other array of
+    the kernel moved there, and the kernel does not hold the buffer's own tensor) and holds
+    floating-point values (an integer array may be a gather's indices, which are checked
+    against the array's whole shape). Its accesses then keep their indices, and its argument
+    starts at the window (:class:`~polytf.plan.bindings.SlotBinding`), so that the kernels
+    that write a tensor into different slabs of buffers of one shape are one computation:
+    DenseNet121's 58 3×3 convolutions, each writing its 32 channels at another offset of
+    its block's concatenation, had 58 fingerprints and have 8 (the model's distinct kernels:
+    187 -> 137).
+    """
+    sharing: dict[str, list[str]] = {}
+    for name, (target, _) in moves.items():
+        sharing.setdefault(target, []).append(name)
+    origins = {}
+    for name, placement in moved.items():
+        if sharing.get(name) != [name] or np.dtype(scop.array(name).dtype).kind != "f":
+            continue
+        strides = np.cumprod((1, *tuple(graph.types[placement.buffer].shape)[:0:-1]))[::-1]
+        origin = int(sum(int(offset) * int(stride) for offset, stride in zip(placement.offset, strides)))
+        if origin:
+            origins[name] = origin
+    return origins
 
 
 class _PlacedReference:

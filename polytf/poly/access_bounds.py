@@ -3,9 +3,13 @@
 For every array ``A`` of shape ``[n_0, ..., n_{k-1}]``, the union of the images of
 the iteration domains under the statements' access relations to ``A`` (reads and
 writes) must lie inside the box ``{ A[i] : 0 <= i_j < n_j }``; then a row-major
-buffer of ``n_0 * ... * n_{k-1}`` elements is large enough for every address the
-kernel computes. The runtime checks each buffer against these sizes before it hands
-the buffer to native code (:mod:`polytf.runtime.cpu.argument_table`).
+buffer that reaches the element after the lexicographically largest element touched
+(the largest address, since every index lies inside the box) is large enough for every
+address the kernel computes: ``n_0 * ... * n_{k-1}`` elements when the kernel touches the
+last one, fewer for an array that is a window of a bigger buffer (a slab of a
+concatenation, :mod:`polytf.plan.buffer_placement`, whose shape is the buffer's and whose
+first element is the slab's). The runtime checks each buffer against these sizes before it
+hands the buffer to native code (:mod:`polytf.runtime.cpu.argument_table`).
 
 An index read at run time (an embedding lookup's ids: a :class:`~polytf.poly.expression.Gather`)
 has no static bound: :func:`run_time_index_checks` names the arrays the runtime checks
@@ -50,7 +54,9 @@ def required_bytes(scop: Scop) -> tuple[int, ...]:
             remainder by constants), e.g. a kernel after data-layout transformations.
 
     Returns:
-        :func:`array_bytes` of each array.
+        the bytes up to and including the last element (lexicographically) that the
+        kernel touches in each array (module docstring); :func:`array_bytes` for an array
+        it does not touch.
 
     Raises:
         PolyhedralError: an access reaches outside its array (a polytf bug in a lowering
@@ -58,6 +64,7 @@ def required_bytes(scop: Scop) -> tuple[int, ...]:
             array and one offending element.
     """
     boxes = {info.name: array_box(info) for info in scop.arrays}
+    last: dict[str, int] = {}  # array -> the largest row-major index touched
     for statement in scop.statements:
         for access in (statement.write, *statement.reads):
             box = boxes.get(access.array)
@@ -70,7 +77,19 @@ def required_bytes(scop: Scop) -> tuple[int, ...]:
                     f"kernel {scop.name}: statement {statement.name} (node '{statement.node}') accesses {access} outside "
                     f"{access.array}{list(scop.array(access.array).shape)}, e.g. at {outside.sample_point()}"
                 )
-    return tuple(array_bytes(info) for info in scop.arrays)
+            if not touched.is_empty():
+                last[access.array] = max(last.get(access.array, -1), _row_major_index(touched.lexmax().sample_point(), scop.array(access.array).shape))
+    return tuple(
+        (last[info.name] + 1) * np.dtype(info.dtype).itemsize if info.name in last else array_bytes(info) for info in scop.arrays
+    )
+
+
+def _row_major_index(point: isl.Point, shape: tuple[int, ...]) -> int:
+    """The row-major position of ``point`` (an element inside an array of ``shape``)."""
+    index = 0
+    for position, extent in enumerate(shape):
+        index = index * int(extent) + point.get_coordinate_val(isl.dim_type.set, position).to_python()
+    return index
 
 
 def run_time_index_checks(scop: Scop) -> tuple[tuple[str, int, str], ...]:

@@ -26,7 +26,15 @@ from typing import Any
 
 from polytf.plan.bindings import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, UNREAD, HostPlan, KernelPlan, SlotBinding
 
-__all__ = ["ExecutionContext"]
+__all__ = ["ExecutionContext", "window"]
+
+
+def window(buffer: Any, origin: int) -> Any:
+    """``buffer`` (a numpy or CuPy array) seen from its element ``origin`` on: the buffer
+    itself when ``origin`` is 0, else a flat view of its last ``size - origin`` elements,
+    which an argument table checks against the bytes the kernel's accesses need (an array
+    placed in a slab of its consumer's buffer: :class:`~polytf.plan.bindings.SlotBinding`)."""
+    return buffer if not origin else buffer.reshape(-1)[origin:]
 
 
 class ExecutionContext(abc.ABC):
@@ -69,7 +77,7 @@ class ExecutionContext(abc.ABC):
                 if binding.kind == CONSTANT:
                     table.bind(slot, constants[binding.key])
                 elif binding.kind == INTERMEDIATE:
-                    table.bind(slot, intermediates[binding.key])
+                    table.bind(slot, window(intermediates[binding.key], binding.origin))
                 elif binding.kind in (INPUT, OUTPUT):
                     per_call.append((slot, binding))
                 elif binding.kind == UNREAD:  # only a copy packed ahead of time reads it: no buffer

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from graphdef_builders import write_conv_graphdef, write_matmul_graphdef
+from graphdef_builders import write_conv_graphdef, write_dense_block_graphdef, write_matmul_graphdef
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -122,3 +122,20 @@ def test_each_batch_holds_the_weights_of_the_smallest_batch_once(tmp_path):
     x = np.random.default_rng(4).standard_normal((3, 6, 6, 3)).astype(np.float32)
     static = polytf.load(path, cache_dir=tmp_path / "cache", input_shapes={"x": x.shape}, progress=False)
     np.testing.assert_allclose(model(x=x)["pool"], static(x=x)["pool"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_kernels_writing_windows_of_a_concatenation_run_as_slices(tmp_path, monkeypatch, threads):
+    """A DenseNet block with a None batch: the 3x3 convolutions write windows of one
+    concatenation's buffer (:mod:`polytf.plan.buffer_placement`); at batch 4 they run the
+    batch-1 kernels on slices of the batch-4 buffer, from their windows' first elements."""
+    path = tmp_path / "dense.pb"
+    write_dense_block_graphdef(path, batch=-1)
+    dynamic = polytf.load(path, cache_dir=tmp_path / "cache", threads=threads, progress=False)
+    x = np.random.default_rng(4).standard_normal((4, 6, 6, 3)).astype(np.float32)
+    static = polytf.load(path, cache_dir=tmp_path / "cache", threads=threads, input_shapes={"x": x.shape}, progress=False)
+    with monkeypatch.context() as patched:
+        _refuse_compiling(patched)
+        at_batch = dynamic.at_sizes(N=4)
+    assert len(_sliced(at_batch)) == len(at_batch.kernels)
+    np.testing.assert_allclose(dynamic(x=x)["out"], static(x=x)["out"], rtol=1e-5, atol=1e-5)

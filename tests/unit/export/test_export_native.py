@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from export_graphs import write_embedding_graphdef
 from exported_programs import build_program, check_gather_program, native_toolchain, run_program
-from graphdef_builders import write_matmul_graphdef
+from graphdef_builders import write_dense_block_graphdef, write_matmul_graphdef
 
 import polytf
 from polytf.compiler.build_options import BuildOptions
 from polytf.compiler.model_source import ModelSource
+from polytf.compiler.preparation import prepare_model
 from polytf.errors import CompileError
 from polytf.export import STATUS_CODES, compile_model
 
@@ -193,3 +194,20 @@ def test_readme_program_builds_and_prints_the_models_logits(frozen_model, tmp_pa
     image = (np.arange(32 * 32 * 3) % 255 / np.float32(255)).astype(np.float32).reshape(1, 32, 32, 3)
     expected = polytf.load(model, cache_dir=tmp_path / "cache", threads=THREADS)(input=image)["Identity"]
     np.testing.assert_allclose(np.array(printed, np.float32), expected.ravel(), rtol=1e-5, atol=1e-6)
+
+
+def test_kernels_writing_windows_of_a_concatenation_run_in_the_program(tmp_path):
+    """A DenseNet block: its 3x3 convolutions write at other offsets of one concatenation's
+    buffer, each through a window of it (one compiled kernel); the program's workspace gives
+    each the address of its window."""
+    model = tmp_path / "dense.pb"
+    write_dense_block_graphdef(model)
+    prepared = prepare_model(ModelSource(model))
+    assert sorted(origin for kernel in prepared.kernels for origin in kernel.array_origins.values()) == [8, 12]
+    exported = _export(model, tmp_path)
+    x = np.random.default_rng(5).standard_normal((1, 6, 6, 3)).astype(np.float32)
+    reference = polytf.load(model, cache_dir=tmp_path / "cache", threads=THREADS)(x=x)["out"]
+    toolchain = native_toolchain()
+    run = run_program(exported, build_program(exported, toolchain), {"x": x}, toolchain, threads=THREADS)
+    assert run.status == 0, run.stderr
+    np.testing.assert_array_equal(run.outputs["out"], reference)

@@ -68,6 +68,24 @@ def densenet_block(layers=3, channels=8, growth=4):
     return build_graph(nodes, ["head:0"])
 
 
+def densenet_bottleneck_block(layers=3, channels=8, bottleneck=6, growth=4):
+    """DenseNet's layers: relu -> 1x1 conv to ``bottleneck`` channels -> relu -> 3x3 conv to
+    ``growth`` channels, concatenated to the growing map: every 3x3 convolution is the same
+    computation, written at another offset of the block's concatenation."""
+    nodes = [placeholder("x", (1, 6, 6, 3)), *_conv("stem", "x:0", 3, 3, channels)]
+    previous, width = "stem:0", channels
+    for layer in range(layers):
+        nodes.append(Node(f"pre{layer}", "Relu", (previous,)))
+        nodes += _conv(f"narrow{layer}", f"pre{layer}:0", 1, width, bottleneck)
+        nodes.append(Node(f"mid{layer}", "Relu", (f"narrow{layer}:0",)))
+        nodes += _conv(f"conv{layer}", f"mid{layer}:0", 3, bottleneck, growth)
+        nodes += _concat(f"cat{layer}", previous, f"conv{layer}:0")
+        previous, width = f"cat{layer}:0", width + growth
+    nodes.append(Node("post", "Relu", (previous,)))
+    nodes += _conv("head", "post:0", 1, width, 5)
+    return build_graph(nodes, ["head:0"])
+
+
 def test_a_densenet_block_writes_every_layer_into_one_concatenation():
     graph = densenet_block()
     groups, kernels = _lowered(graph)
@@ -147,7 +165,7 @@ def test_a_kernel_that_reads_one_slab_and_writes_another_keeps_the_copies():
     _same_results(plain, placed, {"x": RNG.standard_normal((1, 4, 4, 2)).astype(np.float32)})
 
 
-@pytest.mark.parametrize("graph", [densenet_block(layers=3), padded_depthwise()], ids=["concatenations", "pad"])
+@pytest.mark.parametrize("graph", [densenet_block(layers=3), densenet_bottleneck_block(), padded_depthwise()], ids=["concatenations", "windows", "pad"])
 def test_rewritten_kernels_verify_against_their_reference(graph):
     groups, kernels = _lowered(graph)
     _, placed_kernels = place_in_consumer_buffers(graph, groups, kernels)
@@ -159,11 +177,29 @@ def test_rewritten_kernels_verify_against_their_reference(graph):
         measurement = KernelBench(kernel).measure(compiled, 2, space_config, timed=False)
         assert measurement.error is None, (kernel.scop.name, measurement.error)
 
-def test_a_kernel_writing_one_slab_expects_nan_elsewhere():
+def test_a_kernel_writing_one_slab_writes_a_window_and_expects_nan_elsewhere():
+    """conv1 writes channels 12..15 of cat1's buffer [1, 6, 6, 16]: its array is the buffer
+    seen from element 12 on, written at channels 0..3 of the window."""
     graph = densenet_block(layers=3)
     groups, kernels = _lowered(graph)
     _, placed_kernels = place_in_consumer_buffers(graph, groups, kernels)
     conv = next(k for k in placed_kernels if any(s.node == "conv1" for s in k.scop.statements))
+    (written,) = [info.name for info in conv.scop.arrays if info.role == "output"]
+    assert conv.array_origins == {written: 12}
     bench = KernelBench(conv)
     ((_, expected),) = bench.expected.items()
-    assert expected.shape[-1] == 16 and np.isnan(expected[..., :12]).all() and np.isfinite(expected[..., 12:]).all()
+    assert expected.shape[-1] == 16 and np.isfinite(expected[..., :4]).all() and np.isnan(expected[..., 4:]).all()
+    compiled = TARGET.compile(conv.scop, TARGET.search_space(conv.scop, 2).default_recipe())
+    # the window needs the bytes up to the last element written, not the buffer's
+    assert compiled.argument_bytes[[info.name for info in compiled.arrays].index(written)] == (5 * 6 * 16 + 5 * 16 + 3 + 1) * 4  # element (0, 5, 5, 3) of the window, and the one before it
+
+
+def test_the_convolutions_writing_one_concatenation_at_other_offsets_are_one_kernel():
+    graph = densenet_bottleneck_block(layers=3)
+    plain, placed, kernels, placed_kernels = _models(graph)
+    convs = [k for k in placed_kernels if any(s.node in ("conv0", "conv1") for s in k.scop.statements)]
+    assert len(convs) == 2 and convs[0].scop.fingerprint() == convs[1].scop.fingerprint()
+    assert [sorted(k.array_origins.values()) for k in convs] == [[8], [12]]
+    # each writes a window of the concatenation [1, 6, 6, 16], not an array of its own
+    assert all(info.shape == (1, 6, 6, 16) and info.tensor == "cat1:0" for k in convs for info in k.scop.arrays if info.role == "output")
+    _same_results(plain, placed, {"x": RNG.standard_normal((1, 6, 6, 3)).astype(np.float32)})
