@@ -123,7 +123,9 @@ def show_kernels(model: str, prepared: PreparedModel, tuned: frozenset[str] = fr
     host = f", {len(prepared.host_nodes)} on the host" if prepared.host_nodes else ""
     records = f", {len(tuned)} tuned" if tuned else ", none tuned"
     slices = f", {len(sliced)} run as a smaller batch's kernels (no compile)" if sliced else ""
-    stdout.print(f"{model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels{records}{slices}{host}")
+    computations = len({kernel.scop.fingerprint() for kernel in prepared.kernels})
+    distinct = f" ({computations} distinct: the others run the code of an identical one)" if computations < len(prepared.kernels) else ""
+    stdout.print(f"{model}: {len(prepared.graph.nodes)} nodes, {len(prepared.kernels)} kernels{distinct}{records}{slices}{host}")
     stdout.print(f"  graph passes: {summary(prepared.passes)} (per pass: --passes)")
     kernels = iter(prepared.kernels)
     for group in prepared.groups:
