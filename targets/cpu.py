@@ -115,7 +115,7 @@ def _vectorised_epilogues_off() -> None:
     generation time: a Winograd F(4×4, 3×3) kernel of ResNet50 (seventy loop nests) took
     819 ms of code generation with it and 336 ms without, ResNet50's 27 distinct kernels
     5.8 s of one core instead of 6.6 s; the models ran as fast (ResNet50 15.1 and 15.2 ms,
-    MobileNetV2 2.38 and 2.34 ms, DenseNet121 14.3 and 14.3 ms, medians of four alternating
+    MobileNetV2 2.38 and 2.34 ms, DenseNet121 13.8 and 14.2 ms, medians of four alternating
     processes, AMD EPYC ``znver5``, 2 threads).
     """
     llvm.set_option("polytf", "-enable-epilogue-vectorization=false")
