@@ -318,8 +318,9 @@ def _copy_schedule(statement: Statement, parallel: bool = False) -> isl.Schedule
 
 def _copy_group_schedule(group: tuple[Statement, ...], parallel: bool = False) -> isl.Schedule:
     """Copies of one :func:`copy_groups` group in one nest: a band over their shared leading
-    iterators, then each copy in program order over the rest of the index it writes, so what
-    one copy writes is still in cache when the next reads it::
+    iterators (:func:`group_depth`: all of them when no copy reads another's, and the copies
+    are then one loop body), then each copy in program order over the rest of the index it
+    writes, so what one copy writes is still in cache when the next reads it::
 
         before                                       after
         for n, th, tw, ξ, c: T[.., 0, ξ, c] = ...    for n, th, tw:
@@ -337,6 +338,8 @@ def _copy_group_schedule(group: tuple[Statement, ...], parallel: bool = False) -
         node = node.insert_mark(ParallelMark(tuple(range(node.get_schedule_depth(), node.get_schedule_depth() + depth))).to_id()).child(0)
 
     def rest(below: isl.ScheduleNode, statement: Statement) -> isl.ScheduleNode:
+        if depth == len(statement.iterators):  # every loop shared: the copies are one loop body
+            return below
         expressions = [index.to_isl() for index in statement.write.index[depth:]]
         return _insert_band(below, [statement], expressions).parent()
 

@@ -17,7 +17,7 @@ from polytf.poly.statement import Statement
 from polytf.schedules.builder import build_ast, build_schedule, register_tile_run
 from polytf.schedules.legality import check_legality
 from polytf.schedules.recipe import CpuRecipe, ScheduleRecipe
-from polytf.schedules.shared_nests import copy_groups, elementwise_units
+from polytf.schedules.shared_nests import copy_groups, elementwise_units, group_depth
 from polytf.schedules.structure import anchor_statement, shared_band_depth
 
 
@@ -228,6 +228,15 @@ def test_copies_over_the_same_points_share_one_nest():
     assert copy_groups((first, second, shifted)) == [(first, second), (shifted,)]
     other = Statement("C3", ("d0", "d1", "d2"), (2, 3, 4), Access.of("R", "d0", "d1", "d2"), Constant(0.0))
     assert copy_groups((first, other)) == [(first,), (other,)]
+
+
+def test_copies_that_read_none_of_each_other_are_one_loop_body():
+    """A group whose copies read nothing the group writes shares every loop (one body); one
+    that reads what an earlier copy wrote shares its write prefix, a loop left to each copy."""
+    first, second, third = _copies()
+    assert group_depth((first, second)) == 3
+    assert group_depth((first, second, third)) == 2
+    assert group_depth((first,)) == 2
 
 
 def test_a_band_stops_where_equal_names_mean_different_dimensions():

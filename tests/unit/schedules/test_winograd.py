@@ -32,10 +32,10 @@ from polytf.graph import Node
 from polytf.poly.interpreter import interpret
 from polytf.runtime.cpu.kernel_bench import KernelBench
 from polytf.schedules.analytic_recipe import CacheSizes
-from polytf.schedules.builder import register_tile_run, schedule_scop
+from polytf.schedules.builder import build_ast, register_tile_run, schedule_scop
 from polytf.schedules.recipe import CpuRecipe, GpuRecipe
 from polytf.schedules.search_space import SearchSpace
-from polytf.schedules.shared_nests import copy_groups, elementwise_units
+from polytf.schedules.shared_nests import copy_groups, elementwise_units, group_depth
 from polytf.schedules.structure import anchor_statement, copy_statements
 from polytf.schedules.target_limits import TargetLimits
 from polytf.schedules.validation import validate_recipe
@@ -251,7 +251,7 @@ def test_a_default_winograd_kernel_keeps_each_tile_in_cache():
     """The default recipe of ResNet50's 28×28×128 layer is F(4,3) with the tiles of
     :func:`winograd_tiles`: the transformed point outermost in the GEMM's band, the tile row's 7
     tiles as register-tile rows of 4 and 3 (not 6 and 1), the α² input-transform copies in one
-    nest per tile, the products' zero fill with the micro-kernel, and the m² output transforms
+    loop body per tile, the products' zero fill with the micro-kernel, and the m² output transforms
     and m² epilogue statements in nests of their own (one loop body measured slower)."""
     kernel = _conv(28, 28, 128, 128)
     space = SearchSpace.for_scop(kernel.scop, threads=2, lanes=8, registers=16, caches=CacheSizes(l2_bytes=512 * 1024))
@@ -265,6 +265,11 @@ def test_a_default_winograd_kernel_keeps_each_tile_in_cache():
     scheduled = schedule_scop(kernel.scop, recipe, limits=TargetLimits(8, 16), constant_arrays=constant_arrays(kernel))
     groups = copy_groups(copy_statements(scheduled.scop))
     assert sorted(len(group) for group in groups)[-1] == 36  # the input transform, one nest
+    transforms = max(groups, key=len)
+    assert group_depth(transforms) == 4  # ... and one loop body: (n, tile row, tile column, channel) shared
+    ast = build_ast(scheduled.schedule).to_C_str()
+    body = ast[ast.index(f"{transforms[0].name}(") : ast.index(f"{transforms[-1].name}(")]
+    assert "for (" not in body  # no loop of its own for any of the 36 transforms
     run = register_tile_run(scheduled.scop, translated)
     assert [s.name for s in run] == ["S0", "S1"]  # zero fill + batched GEMM
     units = elementwise_units(scheduled.scop, run)
