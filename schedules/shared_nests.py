@@ -65,8 +65,8 @@ def group_depth(group: tuple[Statement, ...]) -> int:
     One loop body for the α² transforms: ResNet50's F(4×4, 3×3) kernel of 28×28×128 took
     732 ms of LLVM optimisation and 359 ms of code generation with 36 loops, 346 and 290 ms
     with one (the loop vectoriser ran once instead of 36 times), and the models ran as fast
-    (ResNet50 16.7 and 16.4 ms, DenseNet121 12.0 and 12.1 ms, medians of three alternating
-    processes, AMD EPYC ``znver5``, 2 threads).
+    (ResNet50 15.6 and 15.5 ms, InceptionV3 24.4 and 24.5 ms, DenseNet121 12.0 and 12.1 ms,
+    medians of three alternating processes, AMD EPYC ``znver5``, 2 threads).
     """
     written = {s.write.array for s in group}
     if len(group) > 1 and not any(access.array in written for s in group for access in s.reads):
