@@ -54,31 +54,22 @@ def _same_results(plain, placed, inputs):
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-5)
 
 
-def densenet_block(layers=3, channels=8, growth=4):
-    """x -> conv -> [concat(previous, relu(conv(relu(previous))))] x layers -> relu -> 1x1 conv."""
+def densenet_block(layers=3, channels=8, growth=4, bottleneck=None):
+    """x -> conv -> [concat(previous, relu(conv(relu(previous))))] x layers -> relu -> 1x1 conv.
+
+    With ``bottleneck`` (DenseNet's layers), each layer's 3x3 conv reads ``relu(1x1 conv to
+    bottleneck channels)`` instead: every 3x3 convolution is then the same computation,
+    written at another offset of the block's concatenation."""
     nodes = [placeholder("x", (1, 6, 6, 3)), *_conv("stem", "x:0", 3, 3, channels)]
     previous, width = "stem:0", channels
     for layer in range(layers):
         nodes.append(Node(f"pre{layer}", "Relu", (previous,)))
-        nodes += _conv(f"conv{layer}", f"pre{layer}:0", 3, width, growth)
-        nodes += _concat(f"cat{layer}", previous, f"conv{layer}:0")
-        previous, width = f"cat{layer}:0", width + growth
-    nodes.append(Node("post", "Relu", (previous,)))
-    nodes += _conv("head", "post:0", 1, width, 5)
-    return build_graph(nodes, ["head:0"])
-
-
-def densenet_bottleneck_block(layers=3, channels=8, bottleneck=6, growth=4):
-    """DenseNet's layers: relu -> 1x1 conv to ``bottleneck`` channels -> relu -> 3x3 conv to
-    ``growth`` channels, concatenated to the growing map: every 3x3 convolution is the same
-    computation, written at another offset of the block's concatenation."""
-    nodes = [placeholder("x", (1, 6, 6, 3)), *_conv("stem", "x:0", 3, 3, channels)]
-    previous, width = "stem:0", channels
-    for layer in range(layers):
-        nodes.append(Node(f"pre{layer}", "Relu", (previous,)))
-        nodes += _conv(f"narrow{layer}", f"pre{layer}:0", 1, width, bottleneck)
-        nodes.append(Node(f"mid{layer}", "Relu", (f"narrow{layer}:0",)))
-        nodes += _conv(f"conv{layer}", f"mid{layer}:0", 3, bottleneck, growth)
+        source, source_width = f"pre{layer}:0", width
+        if bottleneck:
+            nodes += _conv(f"narrow{layer}", source, 1, width, bottleneck)
+            nodes.append(Node(f"mid{layer}", "Relu", (f"narrow{layer}:0",)))
+            source, source_width = f"mid{layer}:0", bottleneck
+        nodes += _conv(f"conv{layer}", source, 3, source_width, growth)
         nodes += _concat(f"cat{layer}", previous, f"conv{layer}:0")
         previous, width = f"cat{layer}:0", width + growth
     nodes.append(Node("post", "Relu", (previous,)))
@@ -165,7 +156,7 @@ def test_a_kernel_that_reads_one_slab_and_writes_another_keeps_the_copies():
     _same_results(plain, placed, {"x": RNG.standard_normal((1, 4, 4, 2)).astype(np.float32)})
 
 
-@pytest.mark.parametrize("graph", [densenet_block(layers=3), densenet_bottleneck_block(), padded_depthwise()], ids=["concatenations", "windows", "pad"])
+@pytest.mark.parametrize("graph", [densenet_block(layers=3), densenet_block(layers=3, bottleneck=6), padded_depthwise()], ids=["concatenations", "windows", "pad"])
 def test_rewritten_kernels_verify_against_their_reference(graph):
     groups, kernels = _lowered(graph)
     _, placed_kernels = place_in_consumer_buffers(graph, groups, kernels)
@@ -195,7 +186,7 @@ def test_a_kernel_writing_one_slab_writes_a_window_and_expects_nan_elsewhere():
 
 
 def test_the_convolutions_writing_one_concatenation_at_other_offsets_are_one_kernel():
-    graph = densenet_bottleneck_block(layers=3)
+    graph = densenet_block(layers=3, bottleneck=6)
     plain, placed, kernels, placed_kernels = _models(graph)
     convs = [k for k in placed_kernels if any(s.node in ("conv0", "conv1") for s in k.scop.statements)]
     assert len(convs) == 2 and convs[0].scop.fingerprint() == convs[1].scop.fingerprint()
