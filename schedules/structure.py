@@ -13,6 +13,7 @@ builder may ask for the anchor of each statement's band without quadratic cost.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from polytf.poly.affine import AffineExpr
@@ -46,9 +47,30 @@ def shared_band_depth(scop: Scop) -> int:
         if any(s.roles[p] is not IteratorRole.OUTPUT for s in statements) or len(names) != 1 or len(extents) != 1:
             depth = p
             break
-    if not depth or len(statements) == 1 or _aligned(statements, depth):
+    if not depth or len(statements) == 1:
         return depth
-    return _legal_depth(scop, depth)
+    if _pieces_of_one_nest(statements, depth):
+        depth -= 1
+    return depth if _aligned(statements, depth) else _legal_depth(scop, depth)
+
+
+def _pieces_of_one_nest(statements: tuple[Statement, ...], depth: int) -> bool:
+    """Whether the statements are pieces of one loop nest over the same ``depth`` iterators
+    with different domains that leave the innermost iterator alone (the phases of a
+    ``DepthToSpace`` or a ``ResizeBilinear`` over the output, ``y mod 2 = 1``; a ``Pad``'s halo
+    and interior): the innermost loop then stays out of the shared band, so that each
+    statement gets a loop of its own below the guards that pick it, once per row, instead
+    of a chain of guards at every point of one loop that LLVM cannot vectorise (a 2x
+    bilinear upsampling of ``[1, 64, 64, 64]`` with a ReLU: 1.1 ms with the guards in the
+    innermost loop, 2 threads)."""
+    if any(len(statement.iterators) != depth for statement in statements) or len({statement.constraints for statement in statements}) == 1:
+        return False
+    innermost = {statement.iterators[-1] for statement in statements}
+    return not any(name in innermost for statement in statements for constraint in statement.constraints for name in _NAMES.findall(constraint))
+
+
+#: the names in an isl constraint
+_NAMES = re.compile(r"[A-Za-z_]\w*")
 
 
 def _aligned(statements: tuple[Statement, ...], depth: int) -> bool:

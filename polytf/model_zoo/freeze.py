@@ -22,6 +22,9 @@ model                    placeholder  input shape                output node  ou
 ``xception``             ``input``    ``[batch, 299, 299, 3]``   ``Identity`` ``[batch, 1000]``
 ``nasnet_mobile``        ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``unet``                 ``input``    ``[batch, 64, 64, 3]``     ``Identity`` ``[batch, 64, 64, 4]``
+``transposed_unet``      ``input``    ``[batch, 128, 128, 3]``   ``Identity`` ``[batch, 128, 128, 4]``
+``swin_block``           ``input``    ``[batch, 28, 28, 96]``    ``Identity`` ``[batch, 28, 28, 96]``
+``video_cnn``            ``input``    ``[batch, 8, 32, 32, 3]``  ``Identity`` ``[batch, 10]``
 ``regnetx_200mf``        ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``convnext_tiny``        ``input``    ``[batch, 224, 224, 3]``   ``Identity`` ``[batch, 1000]``
 ``gpt2_block``           ``input``    int32 ``[batch, 64]``      ``Identity`` ``[batch, 64, 128]``
@@ -72,7 +75,9 @@ from polytf.model_zoo.language_models import bert_encoder, gpt2_block
 from polytf.model_zoo.modern_models import KERAS_APPLICATIONS, keras_application, mlp_mixer, mobilenet_v2, transformer_encoder
 from polytf.model_zoo.recurrent_models import RECURRENT_MODELS
 from polytf.model_zoo.temporal_models import temporal_conv_net
-from polytf.model_zoo.unet import unet
+from polytf.model_zoo.unet import transposed_unet, unet
+from polytf.model_zoo.video_models import video_cnn
+from polytf.model_zoo.vision_transformers import swin_block
 
 __all__ = [
     "MODEL_NAMES",
@@ -106,6 +111,9 @@ MODEL_NAMES = (
     "regnetx_200mf",
     "convnext_tiny",
     "unet",
+    "transposed_unet",
+    "swin_block",
+    "video_cnn",
     "gpt2_block",
     "bert_encoder",
     "temporal_conv_net",
@@ -229,6 +237,10 @@ def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple
         return mlp_mixer(b), ((INPUT_NAME, (b, 196, 256)),)
     if name == "unet":
         return unet(b), ((INPUT_NAME, (b, 64, 64, 3)),)
+    if name == "transposed_unet":
+        return transposed_unet(b), ((INPUT_NAME, (b, 128, 128, 3)),)
+    if name == "video_cnn":
+        return video_cnn(b), ((INPUT_NAME, (b, 8, 32, 32, 3)),)
     if name in ("regnetx_200mf", "convnext_tiny"):
         return (regnetx_200mf if name == "regnetx_200mf" else convnext_tiny)(b), ((INPUT_NAME, (b, 224, 224, 3)),)
     if name in ("temporal_conv_net", "temporal_conv_net_same"):
@@ -236,8 +248,8 @@ def _build(name: str, batch: int | None, sizes: tuple[int, ...] | None) -> tuple
     if name in RECURRENT_MODELS:
         builder, steps = RECURRENT_MODELS[name]
         return builder(steps=steps, batch=b), ((INPUT_NAME, (b, steps, 32)),)
-    if name in ("gpt2_block", "bert_encoder"):
-        fn = gpt2_block(b) if name == "gpt2_block" else bert_encoder(b)
+    if name in ("gpt2_block", "bert_encoder", "swin_block"):
+        fn = {"gpt2_block": gpt2_block, "bert_encoder": bert_encoder, "swin_block": swin_block}[name](b)
         return fn, tuple(fn.input_specs)
     if name == "odd_matmul":
         fn = odd_matmul() if batch is None else odd_matmul(m=batch)

@@ -11,6 +11,12 @@ classifier with a per-pixel softmax.
 Input ``[batch, side, side, 3]`` float32 (side a multiple of 4; default 64); output
 ``[batch, side, side, classes]`` float32 class probabilities. Weights and batch-norm
 statistics from :func:`polytf.model_zoo.modern_models.randomize_normalization_weights`.
+
+:func:`transposed_unet` is the U-Net as segmentation tutorials build it: four encoder stages
+(32, 64, 128, 256 filters; each two 3x3 conv + batch-norm + ReLU) around three 2x2 poolings,
+and three decoder stages that each upsample with a ``Conv2DTranspose(3x3, stride 2, same,
+ReLU)``, concatenate the encoder's features and apply two 3x3 conv blocks; input ``[batch,
+side, side, 3]`` (side a multiple of 8; default 128).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any
 from polytf.model_zoo.keras_models import DEFAULT_SEED, _import_keras
 from polytf.model_zoo.modern_models import randomize_normalization_weights
 
-__all__ = ["unet"]
+__all__ = ["transposed_unet", "unet"]
 
 
 def unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 64, classes: int = 4) -> Any:
@@ -51,3 +57,37 @@ def unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 64, classes: int 
     decoded1 = conv_block(layers.Concatenate(name="skip1")([up1, stage1]), 16, "dec1")
     outputs = layers.Conv2D(classes, 1, activation="softmax", name="classifier")(decoded1)
     return randomize_normalization_weights(keras.Model(inputs, outputs, name="unet"), seed)
+
+
+def transposed_unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 128, classes: int = 4) -> Any:
+    """The U-Net with ``Conv2DTranspose`` decoders of the module docstring as a Keras model.
+
+    Raises:
+        ValueError: ``side`` not a positive multiple of 8, or ``batch``/``classes`` below 1.
+    """
+    if side < 8 or side % 8:
+        raise ValueError(f"side must be a positive multiple of 8 (three 2x2 poolings), not {side}")
+    if batch < 1 or classes < 1:
+        raise ValueError("batch and classes must be at least 1")
+    keras = _import_keras()
+    layers = keras.layers
+
+    def stage(x: Any, filters: int, name: str) -> Any:
+        for part in ("a", "b"):
+            x = layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}{part}_conv")(x)
+            x = layers.BatchNormalization(name=f"{name}{part}_bn")(x)
+            x = layers.ReLU(name=f"{name}{part}_relu")(x)
+        return x
+
+    x = keras.Input(shape=(side, side, 3), batch_size=batch, name="input")
+    inputs, skips = x, []
+    for level, filters in enumerate((32, 64, 128)):
+        x = stage(x, filters, f"enc{level + 1}")
+        skips.append(x)
+        x = layers.MaxPooling2D(2, name=f"pool{level + 1}")(x)
+    x = stage(x, 256, "bottleneck")
+    for level, filters in reversed(list(enumerate((32, 64, 128)))):
+        x = layers.Conv2DTranspose(filters, 3, strides=2, padding="same", activation="relu", name=f"up{level + 1}")(x)
+        x = stage(layers.Concatenate(name=f"skip{level + 1}")([x, skips[level]]), filters, f"dec{level + 1}")
+    outputs = layers.Conv2D(classes, 1, activation="softmax", name="classifier")(x)
+    return randomize_normalization_weights(keras.Model(inputs, outputs, name="transposed_unet"), seed)

@@ -103,11 +103,11 @@ def attr_ints(node: Node, key: str, default: Any = REQUIRED, length: int | None 
 
 
 def is_channels_last(node: Node) -> bool:
-    """Whether ``node``'s ``data_format`` attribute (TensorFlow's default ``"NHWC"``) puts
-    channels on the last axis. Never raises: a malformed value is not ``"NHWC"`` (the op's
-    shape rule reports it)."""
+    """Whether ``node``'s ``data_format`` attribute (TensorFlow's default ``"NHWC"``; a 3-D
+    op's ``"NDHWC"``) puts channels on the last axis. Never raises: a malformed value is not
+    channels-last (the op's shape rule reports it)."""
     value = node.attrs.get("data_format", "NHWC")
-    return (value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)) == "NHWC"
+    return (value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)) in ("NHWC", "NDHWC")
 
 
 __all__ = ["REQUIRED", "attr_string", "attr_bool", "attr_int", "attr_float", "attr_ints", "is_channels_last"]

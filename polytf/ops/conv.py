@@ -31,6 +31,8 @@ the statements of every convolution (Conv2D, GroupedConv2D, DepthwiseConv2dNativ
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,23 +106,39 @@ def window(size: int, kernel: int, stride: int, dilation: int, padding: str, wha
     return Window(size, kernel, stride, dilation, output, pad_before, pad_after)
 
 
-def nhwc_4tuple(node, key: str, default=REQUIRED) -> tuple[int, int, int, int]:
-    """A 4-tuple attr in NHWC order whose batch and channel entries must be 1 (required
-    unless ``default`` is given).
+def channels_last_tuple(node, key: str, rank: int, default=REQUIRED) -> tuple[int, ...]:
+    """A ``rank``-tuple attr in channels-last order (``NHWC``, ``NDHWC``) whose batch and
+    channel entries must be 1 (required unless ``default`` is given).
 
     Raises:
-        ShapeError: missing, not 4 integers, or batch/channel entries other than 1.
+        ShapeError: missing, not ``rank`` integers, or batch/channel entries other than 1.
     """
-    value = attr_ints(node, key, default, length=4)
-    if value[0] != 1 or value[3] != 1:
+    value = attr_ints(node, key, default, length=rank)
+    if value[0] != 1 or value[-1] != 1:
         raise ShapeError(f"{node.op} attr '{key}' = {value}: batch and channel entries must be 1")
     return value
 
 
-def check_nhwc(node) -> None:
-    data_format = attr_string(node, "data_format", "NHWC")
-    if data_format != "NHWC":
-        raise ShapeError(f"{node.op} with data_format {data_format!r} is unsupported: polytf supports NHWC only")
+def nhwc_4tuple(node, key: str, default=REQUIRED) -> tuple[int, int, int, int]:
+    """A 4-tuple attr in NHWC order (:func:`channels_last_tuple`)."""
+    return channels_last_tuple(node, key, 4, default)
+
+
+#: the channels-last data format of a tensor of each rank (TensorFlow's CPU layouts)
+CHANNELS_LAST = {3: "NWC", 4: "NHWC", 5: "NDHWC"}
+
+
+def check_nhwc(node, rank: int = 4) -> None:
+    """Refuse a ``data_format`` other than the channels-last one of ``rank`` (``NHWC`` for a
+    2-D op, ``NDHWC`` for a 3-D one).
+
+    Raises:
+        ShapeError: another data format.
+    """
+    expected = CHANNELS_LAST[rank]
+    data_format = attr_string(node, "data_format", expected)
+    if data_format != expected:
+        raise ShapeError(f"{node.op} with data_format {data_format!r} is unsupported: polytf supports {expected} only")
 
 
 #: the op a grouped Conv2D becomes (:mod:`polytf.ops.grouped_conv`)
@@ -131,7 +149,8 @@ GROUPED_OP = "GroupedConv2D"
 class ConvGeometry:
     """Sizes of one convolution: ``channels`` (C) input channels and ``filters`` (O) output
     channels in ``groups`` (G) groups of ``C/G`` and ``O/G`` (``G = 1``: a plain convolution;
-    a depthwise one is ``G = C``, ``C/G = 1``, ``O/G`` its channel multiplier)."""
+    a depthwise one is ``G = C``, ``C/G = 1``, ``O/G`` its channel multiplier); a 3-D
+    convolution has a ``depth`` window too."""
 
     batch: int
     channels: int
@@ -139,6 +158,13 @@ class ConvGeometry:
     height: Window
     width: Window
     groups: int = 1
+    depth: Window | None = None
+
+    @property
+    def spatial(self) -> tuple[Window, ...]:
+        """The windows of the spatial axes, outermost first (``(height, width)``, or
+        ``(depth, height, width)``)."""
+        return (self.height, self.width) if self.depth is None else (self.depth, self.height, self.width)
 
     @property
     def group_channels(self) -> int:
@@ -151,53 +177,73 @@ class ConvGeometry:
         return self.filters // self.groups
 
     @property
-    def output_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.height.output, self.width.output, self.filters)
+    def output_shape(self) -> tuple[int, ...]:
+        return (self.batch, *(window.output for window in self.spatial), self.filters)
 
 
-def windows(node, kernel_height: int, kernel_width: int, height: int, width: int) -> tuple[Window, Window]:
-    """The height and width windows of a Conv2D-like ``node`` (attrs ``strides``, ``dilations``,
-    ``padding``: SAME or VALID).
+#: the names of the spatial axes of a 1-, 2- or 3-D window, outermost first (for messages)
+SPATIAL_AXES = ("depth", "height", "width")
+
+
+def spatial_windows(node, kernel_sizes: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[Window, ...]:
+    """The windows of a convolution- or pooling-like ``node`` over its spatial axes (attrs
+    ``strides``, ``dilations``: ``len(sizes) + 2``-tuples in channels-last order; ``padding``:
+    SAME or VALID).
 
     Raises:
         ShapeError: bad or missing attrs, EXPLICIT padding, or a window that does not fit.
     """
-    strides = nhwc_4tuple(node, "strides")
-    dilations = nhwc_4tuple(node, "dilations", (1, 1, 1, 1))
+    rank = len(sizes) + 2
+    strides = channels_last_tuple(node, "strides", rank)
+    dilations = channels_last_tuple(node, "dilations", rank, (1,) * rank)
     padding = attr_string(node, "padding", allowed=(*PADDINGS, "EXPLICIT"))  # EXPLICIT: refused by window()
-    return (
-        window(height, kernel_height, strides[1], dilations[1], padding, f"{node.op} height"),
-        window(width, kernel_width, strides[2], dilations[2], padding, f"{node.op} width"),
+    names = SPATIAL_AXES[-len(sizes):]
+    return tuple(
+        window(size, kernel, strides[k + 1], dilations[k + 1], padding, f"{node.op} {names[k]}") for k, (kernel, size) in enumerate(zip(kernel_sizes, sizes))
     )
 
 
-def geometry(node, input_type: TensorType, filter_type: TensorType) -> ConvGeometry:
-    """Sizes, groups and windows of a Conv2D ``node``.
+def windows(node, kernel_height: int, kernel_width: int, height: int, width: int) -> tuple[Window, Window]:
+    """The height and width windows of a Conv2D-like ``node`` (:func:`spatial_windows`).
 
     Raises:
-        ShapeError: not NHWC, ranks other than 4, dynamic shapes, filter in-channels that do
-            not divide the input's channels, output channels that the groups do not divide,
-            or bad strides/dilations/padding.
+        ShapeError: bad or missing attrs, EXPLICIT padding, or a window that does not fit.
     """
-    check_nhwc(node)
-    if input_type.rank != 4:
-        raise ShapeError(f"Conv2D needs a rank-4 NHWC input, got {input_type}")
-    if filter_type.rank != 4:
-        raise ShapeError(f"Conv2D needs a rank-4 HWIO filter, got {filter_type}")
+    return spatial_windows(node, (kernel_height, kernel_width), (height, width))
+
+
+def geometry(node, input_type: TensorType, filter_type: TensorType) -> ConvGeometry:
+    """Sizes, groups and windows of a Conv2D (rank-4 input and filter) or Conv3D (rank 5)
+    ``node``.
+
+    Raises:
+        ShapeError: not channels-last, ranks other than 4 (Conv2D) or 5 (Conv3D), dynamic
+            shapes, filter in-channels that do not divide the input's channels, output
+            channels that the groups do not divide, a grouped 3-D convolution, or bad
+            strides/dilations/padding.
+    """
+    rank = 5 if node.op == "Conv3D" else 4
+    check_nhwc(node, rank)
+    if input_type.rank != rank:
+        raise ShapeError(f"{node.op} needs a rank-{rank} {CHANNELS_LAST[rank]} input, got {input_type}")
+    if filter_type.rank != rank:
+        raise ShapeError(f"{node.op} needs a rank-{rank} {'DHWIO' if rank == 5 else 'HWIO'} filter, got {filter_type}")
     if not input_type.is_static or not filter_type.is_static:
-        raise ShapeError(f"Conv2D needs static shapes, got input {input_type} and filter {filter_type}")
-    n, h, w, c = input_type.shape
-    kh, kw, fc, o = filter_type.shape
+        raise ShapeError(f"{node.op} needs static shapes, got input {input_type} and filter {filter_type}")
+    n, *sizes, c = input_type.shape
+    *kernel_sizes, fc, o = filter_type.shape
     if fc < 1 or c % fc:
         raise ShapeError(
-            f"Conv2D node '{node.name}': input {input_type} has {c} channels, which the filter {filter_type}'s {fc} input channels do not divide "
+            f"{node.op} node '{node.name}': input {input_type} has {c} channels, which the filter {filter_type}'s {fc} input channels do not divide "
             "(a grouped convolution needs filter in-channels = input channels / groups)"
         )
     groups = c // fc
     if o % groups:
-        raise ShapeError(f"Conv2D node '{node.name}': {groups} groups ({c} input channels / {fc}) do not divide the filter {filter_type}'s {o} output channels")
-    height, width = windows(node, kh, kw, h, w)
-    return ConvGeometry(n, c, o, height, width, groups)
+        raise ShapeError(f"{node.op} node '{node.name}': {groups} groups ({c} input channels / {fc}) do not divide the filter {filter_type}'s {o} output channels")
+    if groups > 1 and rank == 5:
+        raise ShapeError(f"{node.op} node '{node.name}': a grouped 3-D convolution ({groups} groups) is not supported; run it on the host")
+    spatial = spatial_windows(node, tuple(kernel_sizes), tuple(sizes))
+    return ConvGeometry(n, c, o, spatial[-2], spatial[-1], groups, spatial[0] if rank == 5 else None)
 
 
 def infer(node, input_types, input_constants):
@@ -208,25 +254,24 @@ def infer(node, input_types, input_constants):
 
 
 def grouped_reference(x: np.ndarray, f: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """The convolution of ``x: [N, H, W, C]`` with ``f: [KH, KW, C/G, O]`` in ``g.groups``
-    groups (module docstring), accumulated in float64 one window tap at a time; float32
-    ``[N, OH, OW, O]``."""
-    hh, ww = g.height, g.width
-    padded = np.pad(np.asarray(x, np.float64), ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0)))
-    padded = padded.reshape(padded.shape[:3] + (g.groups, g.group_channels))
-    filters = np.asarray(f, np.float64).reshape(hh.kernel, ww.kernel, g.group_channels, g.groups, g.group_filters)
-    out = np.zeros((g.batch, hh.output, ww.output, g.groups, g.group_filters), dtype=np.float64)
-    for kh in range(hh.kernel):
-        for kw in range(ww.kernel):
-            rows = slice(kh * hh.dilation, kh * hh.dilation + (hh.output - 1) * hh.stride + 1, hh.stride)
-            cols = slice(kw * ww.dilation, kw * ww.dilation + (ww.output - 1) * ww.stride + 1, ww.stride)
-            taps = padded[:, rows, cols]
-            if g.groups == 1:
-                out[..., 0, :] += np.tensordot(taps[..., 0, :], filters[kh, kw, :, 0], axes=([3], [0]))
-            elif g.group_channels == 1:  # depthwise: one input channel per group
-                out += taps * filters[kh, kw, 0]
-            else:
-                out += np.einsum("nhwgc,cgo->nhwgo", taps, filters[kh, kw])
+    """The convolution of ``x: [N, *spatial, C]`` with ``f: [*window, C/G, O]`` in
+    ``g.groups`` groups (module docstring), accumulated in float64 one window tap at a time;
+    float32 ``[N, *spatial outputs, O]``."""
+    spatial = g.spatial
+    pads = ((0, 0), *((axis.pad_before, axis.pad_after) for axis in spatial), (0, 0))
+    padded = np.pad(np.asarray(x, np.float64), pads)
+    padded = padded.reshape(padded.shape[:-1] + (g.groups, g.group_channels))
+    filters = np.asarray(f, np.float64).reshape(*(axis.kernel for axis in spatial), g.group_channels, g.groups, g.group_filters)
+    out = np.zeros((g.batch, *(axis.output for axis in spatial), g.groups, g.group_filters), dtype=np.float64)
+    for tap in itertools.product(*(range(axis.kernel) for axis in spatial)):
+        cells = tuple(slice(k * axis.dilation, k * axis.dilation + (axis.output - 1) * axis.stride + 1, axis.stride) for k, axis in zip(tap, spatial))
+        taps = padded[(slice(None), *cells)]
+        if g.groups == 1:
+            out[..., 0, :] += np.tensordot(taps[..., 0, :], filters[tap][:, 0], axes=([-1], [0]))
+        elif g.group_channels == 1:  # depthwise: one input channel per group
+            out += taps * filters[tap][0]
+        else:
+            out += np.einsum("nhwgc,cgo->nhwgo", taps, filters[tap])
     return out.reshape(g.output_shape).astype(np.float32)
 
 
@@ -240,41 +285,48 @@ def convolution_statements(
     output: ArrayRef,
     input_access: tuple[str, tuple[IndexExpr, ...]],
     filter_access: tuple[str, tuple[IndexExpr, ...]],
-    height: Window,
-    width: Window,
+    spatial: tuple[Window, ...],
     channel_reduction: int,
     context: LoweringContext,
 ) -> list[Statement]:
-    """The statements of a convolution writing ``output: [N, OH, OW, O]``:
-    ``S_init[d0..d3]: O[d] = 0`` and
-    ``S_update[d0, d1, d2, d3, r0, r1(, r2)]: O[d] += I[d0, sh*d1 + dh*r0 - pt, sw*d2 + dw*r1 - pl, *channel] * F[*filter]``
-    with the padding as domain constraints.
+    """The statements of a convolution writing ``output: [N, *spatial outputs, O]`` over
+    ``S = len(spatial)`` spatial axes (2: ``[N, OH, OW, O]``, iterators ``d0..d3``;
+    3: ``[N, OD, OH, OW, O]``, ``d0..d4``): ``S_init[d]: O[d] = 0`` and
+    ``S_update[d, r0..r{S-1}(, rS)]: O[d] += I[d0, s*d1 + dl*r0 - p, .., *channel] * F[*filter]``
+    (one window iterator ``r_k`` per spatial axis ``d{k+1}``), the padding as domain
+    constraints.
 
     Args:
         node: the node lowered.
         output: the array written.
         input_access: ``(array, channel indices)``: the input's indices after the batch and the
-            two spatial ones (``(r2,)`` for Conv2D; ``(floor(d3/Og), r2)`` for the grouped view).
+            spatial ones (``(rS,)`` for a convolution; ``(floor(d3/Og), r2)`` for the grouped
+            view).
         filter_access: ``(array, indices)`` of the filter read.
-        height, width: the windows over ``d1, r0`` and ``d2, r1``.
-        channel_reduction: extent of the channel reduction iterator ``r2`` (0: none, a
+        spatial: the windows over ``d1, r0``, ``d2, r1``, ...
+        channel_reduction: extent of the channel reduction iterator ``rS`` (0: none, a
             depthwise convolution sums over its window only).
         context: the lowering context (statement names).
     """
-    out = Access.of(output.name, "d0", "d1", "d2", "d3")
-    init = Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), output.shape, out, Constant(0.0), node=node.name, op=node.op)
+    count = len(spatial)
+    outputs = tuple(f"d{k}" for k in range(count + 2))
+    window_iterators = tuple(f"r{k}" for k in range(count))
+    out = Access.of(output.name, *outputs)
+    init = Statement(context.statement_name(), outputs, output.shape, out, Constant(0.0), node=node.name, op=node.op)
     input_name, channel = input_access
-    x_access = Access(input_name, (AffineExpr.of("d0"), height.input_index("d1", "r0"), width.input_index("d2", "r1"), *channel))
+    spatial_indices = (axis.input_index(outputs[k + 1], window_iterators[k]) for k, axis in enumerate(spatial))
+    x_access = Access(input_name, (AffineExpr.of("d0"), *spatial_indices, *channel))
     f_access = Access(filter_access[0], tuple(filter_access[1]))
-    reductions = ("r0", "r1", "r2") if channel_reduction else ("r0", "r1")
-    extents = (height.kernel, width.kernel, channel_reduction) if channel_reduction else (height.kernel, width.kernel)
+    reductions = (*window_iterators, f"r{count}") if channel_reduction else window_iterators
+    extents = tuple(axis.kernel for axis in spatial) + ((channel_reduction,) if channel_reduction else ())
+    constraints = tuple(constraint for k, axis in enumerate(spatial) for constraint in axis.constraints(outputs[k + 1], window_iterators[k]))
     update = Statement(
         context.statement_name(),
-        ("d0", "d1", "d2", "d3", *reductions),
+        (*outputs, *reductions),
         output.shape + extents,
         out,
         Binary("add", Load(out), Binary("mul", Load(x_access), Load(f_access))),
-        constraints=height.constraints("d1", "r0") + width.constraints("d2", "r1"),
+        constraints=constraints,
         node=node.name,
         op=node.op,
     )
@@ -284,7 +336,8 @@ def convolution_statements(
 def lower(node, inputs, outputs, context):
     """``S_init[d0..d3]: O[d] = 0``;
     ``S_update[d0, d1, d2, d3, r0, r1, r2]: O[d] += I[d0, sh*d1 + dh*r0 - pt, sw*d2 + dw*r1 - pl, r2] * F[r0, r1, r2, d3]``
-    with padding as domain constraints (:func:`convolution_statements`).
+    with padding as domain constraints (:func:`convolution_statements`); a Conv3D the same
+    over ``d0..d4`` and ``r0..r3``.
 
     Raises:
         ShapeError: a grouped convolution (the expansion pass rewrites it first).
@@ -297,8 +350,10 @@ def lower(node, inputs, outputs, context):
             f"Conv2D node '{node.name}' has {g.groups} groups and is lowered as a {GROUPED_OP} of a [N, H, W, G, C/G] view of its input: "
             "run polytf.passes.expansion.expand_ops (part of the graph optimizer) before lowering"
         )
-    r = AffineExpr.of
-    return convolution_statements(node, y, (x.name, (r("r2"),)), (f.name, (r("r0"), r("r1"), r("r2"), r("d3"))), g.height, g.width, g.channels, context)
+    count = len(g.spatial)
+    channel = AffineExpr.of(f"r{count}")
+    filter_index = (*(AffineExpr.of(f"r{k}") for k in range(count)), channel, AffineExpr.of(f"d{count + 1}"))
+    return convolution_statements(node, y, (x.name, (channel,)), (f.name, filter_index), g.spatial, g.channels, context)
 
 
 def _static_types(node, builder: GraphBuilder) -> tuple[TensorType, TensorType] | None:
@@ -361,16 +416,14 @@ def pointwise_as_matrix_product(node, builder: GraphBuilder) -> dict[int, str] |
     if types is None:
         return None
     input_type, filter_type = types
-    if input_type.dtype != "float32" or filter_type.dtype != "float32" or input_type.rank != 4 or filter_type.rank != 4:
+    if input_type.dtype != "float32" or filter_type.dtype != "float32" or input_type.rank != filter_type.rank or input_type.rank not in (4, 5):
         return None
     g = geometry(node, input_type, filter_type)
-    windows_are_points = all(
-        window.kernel == 1 and window.stride == 1 and window.pad_before == 0 and window.pad_after == 0 for window in (g.height, g.width)
-    )
+    windows_are_points = all(window.kernel == 1 and window.stride == 1 and window.pad_before == 0 and window.pad_after == 0 for window in g.spatial)
     if g.groups != 1 or not windows_are_points or _feeds_a_slab_copy(builder, node.output(0)):
         return None
     adder = NodeAdder(builder, node)
-    rows = g.batch * g.height.size * g.width.size
+    rows = g.batch * math.prod(window.size for window in g.spatial)
     dtype = input_type.dtype
 
     def view(suffix: str, tensor: str, shape: tuple[int, ...]) -> str:
@@ -407,8 +460,17 @@ def _feeds_a_slab_copy(builder: GraphBuilder, tensor: str, steps: int = 4) -> bo
 FILTER_LAYOUT = WeightLayout(
     input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None, dilatable=True
 )
+_POINTWISE = Expansion(pointwise_as_matrix_product, "a MatMul of [N*H*W, C] and [C, O] views when 1x1, stride 1, unpadded and ungrouped")
 CONV2D = OpDefinition(
     "Conv2D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv2D", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT,
     expand=Expansion(expand_groups, f"a {GROUPED_OP} of a [N, H, W, G, C/G] view of its input when grouped"),
-    matrix_product=Expansion(pointwise_as_matrix_product, "a MatMul of [N*H*W, C] and [C, O] views when 1x1, stride 1, unpadded and ungrouped"),
+    matrix_product=_POINTWISE,
+)
+#: Conv3D: the same op over ``[N, D, H, W, C]`` and a ``[KD, KH, KW, C, O]`` filter (the
+#: ``NDHWC`` layout of tensorflow/core/ops/nn_ops.cc: Conv3D), lowered by the same statement
+#: builder with a third window.
+CONV3D = OpDefinition(
+    "Conv3D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv3D", arity=Arity(2, 2),
+    weight_layout=WeightLayout(input=1, rank=5, output_rank=5, window_axes=(0, 1, 2), channel_axes=lambda node: (4,) if is_channels_last(node) else None),
+    matrix_product=_POINTWISE,
 )

@@ -157,7 +157,7 @@ def lower(node, inputs, outputs, context):
     else:
         channel, entry = FloorDiv(AffineExpr.of("d3"), g.multiplier), Modulo(AffineExpr.of("d3"), g.multiplier)
     filter_index = (AffineExpr.of("r0"), AffineExpr.of("r1"), channel, entry)
-    return convolution_statements(node, y, (x.name, (channel,)), (f.name, filter_index), g.height, g.width, 0, context)
+    return convolution_statements(node, y, (x.name, (channel,)), (f.name, filter_index), (g.height, g.width), 0, context)
 
 
 #: filter ``[KH, KW, C, M]``: output channel ``c * M + m`` is axes 2 and 3; every output sums

@@ -108,7 +108,7 @@ def lower(node, inputs, outputs, context):
     filter_index = (AffineExpr.of("r0"), AffineExpr.of("r1"), channel, AffineExpr.of("d3"))
     reduction = g.group_channels if g.group_channels > 1 else 0
     return convolution_statements(
-        node, y, (x.name, (group_index(g.group_filters), channel)), (f.name, filter_index), g.height, g.width, reduction, context
+        node, y, (x.name, (group_index(g.group_filters), channel)), (f.name, filter_index), g.spatial, reduction, context
     )
 
 

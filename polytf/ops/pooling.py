@@ -1,4 +1,6 @@
-"""MaxPool and AvgPool: 2-D pooling over NHWC tensors.
+"""MaxPool and AvgPool: 2-D pooling over NHWC tensors; MaxPool3D and AvgPool3D the same
+over NDHWC tensors with a depth window too (one definition: the window iterators and
+constraints come from the spatial windows, whatever their number).
 
 Source: TensorFlow op definitions ``MaxPool`` and ``AvgPool`` (tensorflow/core/ops/nn_ops.cc),
 window geometry as in tensorflow/core/framework/kernel_shape_util.cc:
@@ -34,77 +36,113 @@ window reaches into the padding, a count ``K`` of shape ``[N, OH, OW]``:
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
 from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_string
-from polytf.ops.conv import PADDINGS, check_nhwc, nhwc_4tuple, window
+from polytf.ops.conv import CHANNELS_LAST, PADDINGS, SPATIAL_AXES, Window, channels_last_tuple, check_nhwc, window
 from polytf.ops.definition import REDUCTION, Arity, OpDefinition
+from polytf.poly.affine import AffineExpr
 from polytf.poly.expression import Access, Binary, Compare, Constant, Load, Select
 from polytf.poly.statement import Statement
 
+#: the ops over 3 spatial axes (``NDHWC``); the others have 2 (``NHWC``)
+THREE_D = ("MaxPool3D", "AvgPool3D")
 
-def geometry(node, input_type: TensorType):
-    check_nhwc(node)
-    if input_type.rank != 4:
-        raise ShapeError(f"{node.op} needs a rank-4 NHWC input, got {input_type}")
+
+def geometry(node, input_type: TensorType) -> tuple[Window, ...]:
+    """The windows of a pooling node over its spatial axes, outermost first (``(height,
+    width)``; ``(depth, height, width)`` for the 3-D ops).
+
+    Raises:
+        ShapeError: not channels-last, a rank other than 4 (5 for the 3-D ops), a dynamic
+            shape, or bad ``ksize``/``strides``/``padding``.
+    """
+    rank = 5 if node.op in THREE_D else 4
+    check_nhwc(node, rank)
+    if input_type.rank != rank:
+        raise ShapeError(f"{node.op} needs a rank-{rank} {CHANNELS_LAST[rank]} input, got {input_type}")
     if not input_type.is_static:
         raise ShapeError(f"{node.op} needs a static input shape, got {input_type}")
-    ksize = nhwc_4tuple(node, "ksize")
-    strides = nhwc_4tuple(node, "strides")
+    ksize = channels_last_tuple(node, "ksize", rank)
+    strides = channels_last_tuple(node, "strides", rank)
     padding = attr_string(node, "padding", allowed=(*PADDINGS, "EXPLICIT"))  # EXPLICIT: refused by window()
-    _, h, w, _ = input_type.shape
-    height = window(h, ksize[1], strides[1], 1, padding, f"{node.op} height")
-    width = window(w, ksize[2], strides[2], 1, padding, f"{node.op} width")
-    return height, width
+    names = SPATIAL_AXES[-(rank - 2):]
+    sizes = input_type.shape[1:-1]
+    return tuple(window(size, ksize[k + 1], strides[k + 1], 1, padding, f"{node.op} {names[k]}") for k, size in enumerate(sizes))
 
 
 def infer(node, input_types, input_constants):
     if len(input_types) != 1:
         raise ShapeError(f"{node.op} takes 1 input, got {len(input_types)}")
     (x,) = input_types
-    height, width = geometry(node, x)
-    return (TensorType((x.shape[0], height.output, width.output, x.shape[3]), x.dtype),)
+    spatial = geometry(node, x)
+    return (TensorType((x.shape[0], *(axis.output for axis in spatial), x.shape[-1]), x.dtype),)
 
 
 #: Where a window maximum starts: the lowest float32 (``numeric_limits<float>::lowest()``).
 LOWEST = float(np.finfo(np.float32).min)
 
 
+def _window_cells(padded: np.ndarray, spatial: tuple[Window, ...]):
+    """Each tap of the window: the ``[N, *outputs, C]`` cells of ``padded`` it reads."""
+    for tap in itertools.product(*(range(axis.kernel) for axis in spatial)):
+        cells = tuple(slice(k, k + (axis.output - 1) * axis.stride + 1, axis.stride) for k, axis in zip(tap, spatial))
+        yield padded[(slice(None), *cells)]
+
+
+def _pads(spatial: tuple[Window, ...]) -> tuple[tuple[int, int], ...]:
+    return ((0, 0), *((axis.pad_before, axis.pad_after) for axis in spatial), (0, 0))
+
+
 def reference(node, inputs):
     """Window maxima from ``-FLT_MAX``, a cell taken when it is larger (NaN and padded cells never are)."""
     x = np.asarray(inputs[0], dtype=np.float32)
-    hh, ww = geometry(node, TensorType(x.shape))
-    padded = np.pad(x, ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0)), constant_values=np.nan)
-    out = np.full((x.shape[0], hh.output, ww.output, x.shape[3]), LOWEST, dtype=np.float32)
-    for kh in range(hh.kernel):
-        for kw in range(ww.kernel):
-            rows = slice(kh, kh + (hh.output - 1) * hh.stride + 1, hh.stride)
-            cols = slice(kw, kw + (ww.output - 1) * ww.stride + 1, ww.stride)
-            cells = padded[:, rows, cols, :]
-            with np.errstate(invalid="ignore"):
-                out = np.where(cells > out, cells, out)
+    spatial = geometry(node, TensorType(x.shape))
+    padded = np.pad(x, _pads(spatial), constant_values=np.nan)
+    out = np.full((x.shape[0], *(axis.output for axis in spatial), x.shape[-1]), LOWEST, dtype=np.float32)
+    for cells in _window_cells(padded, spatial):
+        with np.errstate(invalid="ignore"):
+            out = np.where(cells > out, cells, out)
     return (out,)
 
 
+def _iterators(spatial: tuple[Window, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The output iterators ``d0..d{S+1}``, the window iterators ``r0..r{S-1}`` and the
+    padding constraints of ``S`` spatial windows."""
+    outputs = tuple(f"d{k}" for k in range(len(spatial) + 2))
+    taps = tuple(f"r{k}" for k in range(len(spatial)))
+    constraints = tuple(constraint for k, axis in enumerate(spatial) for constraint in axis.constraints(outputs[k + 1], taps[k]))
+    return outputs, taps, constraints
+
+
+def _window_read(x, spatial: tuple[Window, ...], outputs: tuple[str, ...], taps: tuple[str, ...]) -> Access:
+    """``I[d0, s*d1 + r0 - p, .., d{S+1}]``."""
+    return Access(x.name, (AffineExpr.of("d0"), *(axis.input_index(outputs[k + 1], taps[k]) for k, axis in enumerate(spatial)), AffineExpr.of(outputs[-1])))
+
+
 def lower(node, inputs, outputs, context):
-    """``S_init[d0..d3]: O[d] = -FLT_MAX``;
-    ``S_update[d0, d1, d2, d3, r0, r1]: O[d] = select(I[..] > O[d], I[..], O[d])`` with
-    ``I[..] = I[d0, sh*d1 + r0 - pt, sw*d2 + r1 - pl, d3]``."""
+    """``S_init[d]: O[d] = -FLT_MAX``;
+    ``S_update[d, r0..r{S-1}]: O[d] = select(I[..] > O[d], I[..], O[d])`` with
+    ``I[..] = I[d0, sh*d1 + r0 - pt, sw*d2 + r1 - pl, d3]`` (and a depth window for MaxPool3D)."""
     (x,) = inputs
     (y,) = outputs
-    height, width = geometry(node, x.type)
-    out = Access.of(y.name, "d0", "d1", "d2", "d3")
-    init = Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), y.shape, out, Constant(LOWEST), node=node.name, op=node.op)
-    x_access = Access.of(x.name, "d0", height.input_index("d1", "r0"), width.input_index("d2", "r1"), "d3")
+    spatial = geometry(node, x.type)
+    iterators, taps, constraints = _iterators(spatial)
+    out = Access.of(y.name, *iterators)
+    init = Statement(context.statement_name(), iterators, y.shape, out, Constant(LOWEST), node=node.name, op=node.op)
+    x_access = _window_read(x, spatial, iterators, taps)
     update = Statement(
         context.statement_name(),
-        ("d0", "d1", "d2", "d3", "r0", "r1"),
-        y.shape + (height.kernel, width.kernel),
+        (*iterators, *taps),
+        y.shape + tuple(axis.kernel for axis in spatial),
         out,
         Select(Compare("greater", Load(x_access), Load(out)), Load(x_access), Load(out)),
-        constraints=height.constraints("d1", "r0") + width.constraints("d2", "r1"),
+        constraints=constraints,
         node=node.name,
         op=node.op,
     )
@@ -114,6 +152,9 @@ def lower(node, inputs, outputs, context):
 MAX_POOL = OpDefinition(
     "MaxPool", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: MaxPool", arity=Arity(1, 1),
 )
+MAX_POOL_3D = OpDefinition(
+    "MaxPool3D", REDUCTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: MaxPool3D", arity=Arity(1, 1),
+)
 
 
 # --- AvgPool ---------------------------------------------------------------------------
@@ -122,18 +163,15 @@ MAX_POOL = OpDefinition(
 def reference_average(node, inputs):
     """Window sums over the zero-padded input divided by the number of valid cells."""
     x = np.asarray(inputs[0], dtype=np.float32)
-    hh, ww = geometry(node, TensorType(x.shape))
-    pads = ((0, 0), (hh.pad_before, hh.pad_after), (ww.pad_before, ww.pad_after), (0, 0))
-    padded = np.pad(x.astype(np.float64), pads)
-    valid = np.pad(np.ones((1, x.shape[1], x.shape[2], 1)), pads)
-    total = np.zeros((x.shape[0], hh.output, ww.output, x.shape[3]), dtype=np.float64)
-    count = np.zeros((1, hh.output, ww.output, 1), dtype=np.float64)
-    for kh in range(hh.kernel):
-        for kw in range(ww.kernel):
-            rows = slice(kh, kh + (hh.output - 1) * hh.stride + 1, hh.stride)
-            cols = slice(kw, kw + (ww.output - 1) * ww.stride + 1, ww.stride)
-            total += padded[:, rows, cols, :]
-            count += valid[:, rows, cols, :]
+    spatial = geometry(node, TensorType(x.shape))
+    pads = _pads(spatial)
+    outputs = tuple(axis.output for axis in spatial)
+    total = np.zeros((x.shape[0], *outputs, x.shape[-1]), dtype=np.float64)
+    count = np.zeros((1, *outputs, 1), dtype=np.float64)
+    for cells in _window_cells(np.pad(x.astype(np.float64), pads), spatial):
+        total += cells
+    for cells in _window_cells(np.pad(np.ones((1, *x.shape[1:-1], 1)), pads), spatial):
+        count += cells
     return ((total / count).astype(np.float32),)
 
 
@@ -141,9 +179,9 @@ def lower_average(node, inputs, outputs, context):
     """Count, sum and divide statements (see the module docstring)."""
     (x,) = inputs
     (y,) = outputs
-    height, width = geometry(node, x.type)
-    constraints = height.constraints("d1", "r0") + width.constraints("d2", "r1")
-    kernel = (height.kernel, width.kernel)
+    spatial = geometry(node, x.type)
+    full, taps, constraints = _iterators(spatial)
+    kernel = tuple(axis.kernel for axis in spatial)
 
     def statement(iterators, extents, write, value, guarded=False):
         return Statement(
@@ -152,22 +190,20 @@ def lower_average(node, inputs, outputs, context):
 
     statements = []
     if constraints:
-        count = context.temporary(y.shape[:3])
-        k = Access.of(count.name, "d0", "d1", "d2")
+        count = context.temporary(y.shape[:-1])
+        k = Access.of(count.name, *full[:-1])
         statements += [
-            statement(("d0", "d1", "d2"), y.shape[:3], k, Constant(0.0)),
-            statement(("d0", "d1", "d2", "r0", "r1"), y.shape[:3] + kernel, k, Binary("add", Load(k), Constant(1.0)), guarded=True),
+            statement(full[:-1], y.shape[:-1], k, Constant(0.0)),
+            statement((*full[:-1], *taps), y.shape[:-1] + kernel, k, Binary("add", Load(k), Constant(1.0)), guarded=True),
         ]
         divisor = Load(k)
     else:
-        divisor = Constant(float(height.kernel * width.kernel))
+        divisor = Constant(float(math.prod(kernel)))
     total = context.temporary(y.shape)
-    full = ("d0", "d1", "d2", "d3")
     t = Access.of(total.name, *full)
-    x_access = Access.of(x.name, "d0", height.input_index("d1", "r0"), width.input_index("d2", "r1"), "d3")
     statements += [
         statement(full, y.shape, t, Constant(0.0)),
-        statement(full + ("r0", "r1"), y.shape + kernel, t, Binary("add", Load(t), Load(x_access)), guarded=True),
+        statement(full + taps, y.shape + kernel, t, Binary("add", Load(t), Load(_window_read(x, spatial, full, taps))), guarded=True),
         statement(full, y.shape, Access.of(y.name, *full), Binary("div", Load(t), divisor)),
     ]
     return statements
@@ -175,5 +211,9 @@ def lower_average(node, inputs, outputs, context):
 
 AVG_POOL = OpDefinition(
     "AvgPool", REDUCTION, infer, reference_average, lower_average, source="tensorflow/core/ops/nn_ops.cc: AvgPool",
+    arity=Arity(1, 1),
+)
+AVG_POOL_3D = OpDefinition(
+    "AvgPool3D", REDUCTION, infer, reference_average, lower_average, source="tensorflow/core/ops/nn_ops.cc: AvgPool3D",
     arity=Arity(1, 1),
 )

@@ -22,8 +22,13 @@ affine with a period: with ``in / out = a / b`` in lowest terms, ``src(y + b) = 
 for every output index and cuts them into *pieces* ``y = p*q + y0`` (``q`` in ``[0, count)``)
 on which ``lo = a*q + lo0``, ``hi = a*q + hi0`` and ``lerp`` are exactly what the kernel
 computes (clamped borders and float32 rounding become pieces of their own). One statement
-per (row piece, column piece) iterates ``(n, q_y, q_x, c)`` and writes through the affine
-index ``Y[n, p_y*q_y + y0, p_x*q_x + x0, c]``. Ratios that would need more than
+per (row piece, column piece) iterates the output ``(n, y, x, c)`` restricted to the piece
+(``y0 <= y <= y0 + p_y*(count - 1)`` and ``y mod p_y = y0 mod p_y``, likewise ``x``) and
+reads ``X[n, floor((a*y + p_y*lo0 - a*y0) / p_y), ..]`` (exact on the piece): every
+statement writes the output at its own iterators, so they share one parallel band over the
+output with each other and with fused element-wise consumers (a 2x bilinear upsampling of
+``[1, 64, 64, 64]`` with a ReLU: 170-200 us as 16 separate loop nests over ``(n, q_y, q_x,
+c)``, one thread). Ratios that would need more than
 :data:`MAX_STATEMENTS` statements raise ShapeError (such a node can run on the host
 through its numpy reference). REDUCTION category.
 """
@@ -40,7 +45,7 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_bool
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
-from polytf.poly.affine import AffineExpr
+from polytf.poly.affine import AffineExpr, FloorDiv
 from polytf.poly.expression import Access, Binary, Constant, Load
 from polytf.poly.statement import Statement
 
@@ -135,11 +140,19 @@ class Piece:
     hi: int
     lerp: float
 
-    def output(self, iterator: str) -> AffineExpr:
-        return AffineExpr.combine((self.period, iterator), constant=self.start)
+    def constraints(self, iterator: str) -> tuple[str, ...]:
+        """The output indices of the piece, as isl constraints on the output ``iterator``."""
+        last = self.start + self.period * (self.count - 1)
+        inside = (f"{self.start} <= {iterator} <= {last}",)
+        return inside if self.period == 1 or self.count == 1 else (*inside, f"{iterator} mod {self.period} = {self.start % self.period}")
 
-    def source(self, iterator: str, upper: bool) -> AffineExpr:
-        return AffineExpr.combine((self.step, iterator), constant=self.hi if upper else self.lo)
+    def source(self, iterator: str, upper: bool) -> AffineExpr | FloorDiv:
+        """``step*q + lo`` (``hi``) at the output index ``iterator = period*q + start``: a floor
+        division by ``period`` that is exact on the piece."""
+        first = self.hi if upper else self.lo
+        if self.period == 1:
+            return AffineExpr.combine((self.step, iterator), constant=first - self.step * self.start)
+        return FloorDiv(AffineExpr.combine((self.step, iterator), constant=self.period * first - self.step * self.start), self.period)
 
 
 def axis_pieces(lo: np.ndarray, hi: np.ndarray, lerp: np.ndarray, in_size: int) -> list[Piece]:
@@ -195,7 +208,7 @@ def lower(node, inputs, outputs, context):
     statements = []
     for row in rows:
         for column in columns:
-            write = Access.of(y.name, "d0", row.output("d1"), column.output("d2"), "d3")
+            write = Access.of(y.name, "d0", "d1", "d2", "d3")
             r_lo, r_hi = row.source("d1", False), row.source("d1", True)
             c_lo, c_hi = column.source("d2", False), column.source("d2", True)
             top = _lerp(_load(x, "d0", r_lo, c_lo, "d3"), _load(x, "d0", r_lo, c_hi, "d3"), column.lerp)
@@ -204,8 +217,8 @@ def lower(node, inputs, outputs, context):
             else:
                 bottom = _lerp(_load(x, "d0", r_hi, c_lo, "d3"), _load(x, "d0", r_hi, c_hi, "d3"), column.lerp)
                 value = _lerp(top, bottom, row.lerp)
-            extents = (y.shape[0], row.count, column.count, y.shape[3])
-            statements.append(Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), extents, write, value, (), node.name, node.op))
+            constraints = (*row.constraints("d1"), *column.constraints("d2"))
+            statements.append(Statement(context.statement_name(), ("d0", "d1", "d2", "d3"), y.shape, write, value, constraints, node.name, node.op))
     return statements
 
 

@@ -29,7 +29,7 @@ from polytf.errors import ShapeError
 from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int, attr_string
 from polytf.ops.definition import ANY_DTYPE, REDUCTION, Arity, OpDefinition
-from polytf.poly.affine import AffineExpr
+from polytf.poly.affine import AffineExpr, FloorDiv
 from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
 
@@ -112,9 +112,9 @@ def lower(node, inputs, outputs, context):
                 write, extents = Access.of(y.name, *iterators), y.shape
             else:
                 channels = y.shape[3]
-                source = Access.of(x.name, "d0", "d1", "d2", AffineExpr.combine((1, "d3"), constant=offset * channels))
-                write = Access.of(y.name, "d0", AffineExpr.combine((block, "d1"), constant=i), AffineExpr.combine((block, "d2"), constant=j), "d3")
-                extents, constraints = (x.shape[0], x.shape[1], x.shape[2], channels), ()
+                source = Access.of(x.name, "d0", FloorDiv(AffineExpr.of("d1"), block), FloorDiv(AffineExpr.of("d2"), block), AffineExpr.combine((1, "d3"), constant=offset * channels))
+                write, extents = Access.of(y.name, *iterators), y.shape
+                constraints = (f"d1 mod {block} = {i}", f"d2 mod {block} = {j}")
             statements.append(Statement(context.statement_name(), iterators, extents, write, Load(source), constraints, node.name, node.op))
     return statements
 

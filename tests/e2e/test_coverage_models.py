@@ -1,6 +1,7 @@
 """End to end: the zoo's coverage models — a GPT-2-style decoder block and a BERT-style
-encoder on int32 token ids, a U-Net with Conv2DTranspose, ResizeBilinear and ConcatV2, the
-Keras applications — compile with no host fallback and agree with TensorFlow running the
+encoder on int32 token ids, a U-Net with Conv2DTranspose, ResizeBilinear and ConcatV2, a
+U-Net with three Conv2DTranspose decoders, a Swin Transformer block (Roll), a video
+classifier (Conv3D, MaxPool3D, AvgPool3D, Conv3DTranspose), the Keras applications — compile with no host fallback and agree with TensorFlow running the
 same GraphDef, untuned and tuned; a SavedModel export gives polytf the same outputs as its
 frozen GraphDef; an out-of-range token id is an error naming the embedding node.
 
@@ -20,6 +21,9 @@ from polytf.model_zoo.language_models import VOCABULARY_SIZE, zoo_inputs  # noqa
 
 OUTPUT = "Identity"
 SMALL_MODELS = ["gpt2_block", "bert_encoder", "unet"]
+#: Compared untuned only, each with the op it was added for and whether a kernel computes it
+#: (a transposed convolution becomes a convolution over its output phases: none is left).
+UNTUNED_MODELS = {"transposed_unet": ("Conv2DBackpropInput", False), "swin_block": ("Roll", True), "video_cnn": ("Conv3D", True)}
 #: Keras applications at batch 1: minutes each to build and run, so marked slow.
 KERAS_APPLICATIONS = ["resnet50", "inception_v3", "densenet121", "mobilenet_v2", "efficientnet_b0", "xception", "nasnet_mobile"]
 
@@ -47,6 +51,14 @@ def test_small_model_matches_tensorflow_untuned_and_tuned(frozen_model, tf_refer
     assert report.new_trials > 0
     model = _compare(path, 7, tf_reference, assert_close, cache_dir=cache_dir)
     assert model.tuned_kernels, "the tuned build should use the cache's records"
+
+
+@pytest.mark.parametrize("name", UNTUNED_MODELS)
+def test_untuned_model_matches_tensorflow(frozen_model, tf_reference, assert_close, tmp_path, name) -> None:
+    path = frozen_model(name, 1)
+    model = _compare(path, 7, tf_reference, assert_close, cache_dir=tmp_path / "cache")
+    op, compiled = UNTUNED_MODELS[name]
+    assert any(kernel_op == op for kernel in model.kernels for _, kernel_op in kernel.scop.ops) == compiled
 
 
 def test_bert_mask_changes_the_output(frozen_model, rng, tmp_path) -> None:

@@ -201,7 +201,7 @@ def test_a_scaled_weight_is_the_rounded_product_in_the_weight_dtype(scale_dtype)
 def test_a_weight_layout_needs_channels_last():
     node = Node("y", "Conv2D", ("x:0", "w:0"), attrs={"data_format": "NCHW"})
     assert lookup("Conv2D").weight_layout.output_channels(node, (3, 3, 2, 4)) is None
-    assert convolution_ops() == ("Conv2D", "DepthwiseConv2dNative", "GroupedConv2D")
+    assert convolution_ops() == ("Conv2D", "Conv3D", "DepthwiseConv2dNative", "GroupedConv2D")
 
 
 @pytest.mark.parametrize("op", ["FusedBatchNorm", "FusedBatchNormV3"])
