@@ -57,10 +57,18 @@ class CodegenConfig:
             (:func:`polytf.targets.statement_codegen.float_flags`). With it, NaN and
             infinities give undefined results (``IsNan``, ``CheckNumerics`` and NaN in
             ``Relu``/``Max`` no longer hold). Part of the cache key (:func:`code_knobs`).
+        ieee_denormals: keep IEEE gradual underflow in generated CPU code. Off by default:
+            kernels run with flush-to-zero and denormals-are-zero, as TensorFlow's CPU
+            kernels do (``tensorflow/core/platform/denormal.h``), so a denormal input or
+            result is 0 in both (``1 / 1e-40`` is inf, ``log(1e-40)`` is -inf) and denormal
+            arithmetic does not slow a kernel down; the caller's floating-point state is
+            restored when a kernel returns (:mod:`polytf.targets.llvm_codegen`). x86-64
+            only (AArch64 code keeps IEEE denormals).
     """
 
     optimization_level: int = 3
     fast_math: bool = False
+    ieee_denormals: bool = False
 
 
 @dataclass(frozen=True)

@@ -285,6 +285,7 @@ class CpuTarget(Target):
             fast_math=self.config.fast_math,
             native_vector_width=self.vector_lanes,
             openmp=self.openmp,
+            flush_denormals=not self.config.ieee_denormals and self.architecture == "x86_64",
         )
         module = builder.build()
         module.triple = self.triple

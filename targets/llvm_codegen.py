@@ -156,6 +156,11 @@ def parallel_pieces(ast: isl.AstNode) -> list[ParallelPiece]:
     return pieces
 
 
+#: MXCSR's flush-to-zero (bit 15) and denormals-are-zero (bit 6) bits (Intel SDM vol. 1,
+#: 10.2.3 "MXCSR Control and Status Register").
+MXCSR_FLUSH_DENORMALS = 0x8040
+
+
 class KernelModuleBuilder(StatementEmitter):
     """Builds the LLVM module of one kernel.
 
@@ -173,6 +178,11 @@ class KernelModuleBuilder(StatementEmitter):
             else TensorFlow's float semantics (:func:`polytf.targets.statement_codegen.float_flags`).
         native_vector_width: float32 lanes of the target's vector registers (the
             micro-kernel's width when ``vector_width`` is 0).
+        flush_denormals: the body runs with x86's flush-to-zero and denormals-are-zero
+            (MXCSR bits FTZ and DAZ, ``0x8040``) set, as TensorFlow's CPU kernels do
+            (``tensorflow/core/platform/denormal.h``: ``ScopedFlushDenormal``), and gives the
+            caller's MXCSR back before it returns; each OpenMP thread runs the body, so each
+            sets and restores its own. x86-64 only.
     """
 
     def __init__(
@@ -186,8 +196,10 @@ class KernelModuleBuilder(StatementEmitter):
         fast_math: bool = False,
         native_vector_width: int = 8,
         openmp: bool = False,
+        flush_denormals: bool = False,
     ) -> None:
         super().__init__(scop, fast_math=fast_math)
+        self.flush_denormals = flush_denormals
         #: whether the code may call libgomp (a slices entry spreads its runs over threads)
         self.openmp = openmp or parallel
         self.ast = ast
@@ -232,15 +244,29 @@ class KernelModuleBuilder(StatementEmitter):
         self.thread.name, self.threads.name = "thread", "threads"
         self.entry_block = function.append_basic_block("entry")
         self.builder = ir.IRBuilder(function.append_basic_block("start"))
+        caller_state = self._flush_denormals() if self.flush_denormals else None
         if self.depthwise is not None:
             emit_depthwise_body(self, self.depthwise, distribute=self.parallel)
         elif self.parallel:
             self._emit_parallel_region()
         else:
             self._emit_node(self.ast, {})
+        if caller_state is not None:
+            self.builder.call(self._declare("llvm.x86.sse.ldmxcsr", ir.VoidType(), [I8_POINTER]), [caller_state])
         self.builder.ret_void()
         ir.IRBuilder(self.entry_block).branch(function.blocks[1])
         return function
+
+    def _flush_denormals(self) -> ir.Value:
+        """Set MXCSR's FTZ and DAZ bits (``flush_denormals``); returns the slot that holds the
+        caller's MXCSR, to load back before the body returns."""
+        b = self.builder
+        caller, flushing = self.alloca(I32, "caller_mxcsr"), self.alloca(I32, "mxcsr")
+        caller_bytes, flushing_bytes = b.bitcast(caller, I8_POINTER), b.bitcast(flushing, I8_POINTER)
+        b.call(self._declare("llvm.x86.sse.stmxcsr", ir.VoidType(), [I8_POINTER]), [caller_bytes])
+        b.store(b.or_(b.load(caller), ir.Constant(I32, MXCSR_FLUSH_DENORMALS)), flushing)
+        b.call(self._declare("llvm.x86.sse.ldmxcsr", ir.VoidType(), [I8_POINTER]), [flushing_bytes])
+        return caller_bytes
 
     def _emit_parallel_region(self) -> None:
         """The body as every thread runs it (:func:`parallel_pieces`): distributed loops,

@@ -39,11 +39,11 @@ inf for a tiny ``y``) or ``afn`` (approximate ``sqrt``/``exp``...). ``fast_math`
 before, like XLA's ``xla_cpu_enable_fast_math``: faster, and NaN and infinities are then
 undefined (``IsNan`` and ``CheckNumerics`` among others no longer hold).
 
-Denormals are kept (IEEE gradual underflow): TensorFlow's CPU kernels run with
-flush-to-zero and denormals-are-zero (``tensorflow/core/platform/denormal.h``,
-``ScopedFlushDenormal``), so where a result depends on a denormal being zero
-(``1 / 1e-38``, ``rsqrt``, ``log`` of a denormal) TensorFlow gives ±inf where polytf gives
-the finite IEEE value; elsewhere the two differ by less than the smallest normal float.
+Denormals are zero, as in TensorFlow's CPU kernels (``tensorflow/core/platform/denormal.h``,
+``ScopedFlushDenormal``): a kernel body runs with x86's flush-to-zero and
+denormals-are-zero modes set (:class:`polytf.targets.llvm_codegen.KernelModuleBuilder`'s
+``flush_denormals``), so ``1 / 1e-38`` and ``log`` of a denormal are ±inf in both;
+``CodegenConfig(ieee_denormals=True)`` keeps IEEE gradual underflow instead.
 
 :class:`StatementEmitter` is the base of the module builders
 (:class:`polytf.targets.llvm_codegen.KernelModuleBuilder`, and through it the NVPTX one),

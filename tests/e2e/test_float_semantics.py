@@ -10,12 +10,11 @@ infinities (the same positions are NaN, +inf, -inf; bool outputs equal) and with
 project's tolerance elsewhere (rtol 1e-4, atol 1e-5 * max|reference| + 1e-6).
 
 Denormals: TensorFlow's CPU kernels run with flush-to-zero and denormals-are-zero
-(tensorflow/core/platform/denormal.h), polytf keeps IEEE gradual underflow (the module
-docstring of :mod:`polytf.targets.statement_codegen`). Where an operand is a denormal (an
-element-wise operand at that position, an element of a reduced row or pooled window)
-TensorFlow computes with 0, so ``1 / 1e-38`` is inf there and 1e38 in polytf: those
-positions are left out of the comparison, and :func:`test_denormals_are_kept` states the
-difference.
+(tensorflow/core/platform/denormal.h), and so do polytf's kernels
+(:class:`polytf.config.CodegenConfig`, ``ieee_denormals`` off): a denormal operand is 0 to
+both (``1 / 1e-40`` is inf), so every position is compared, denormal inputs included;
+:func:`test_denormals_are_flushed_as_tensorflow_flushes_them` checks the flush itself, that
+the caller's floating-point state comes back, and the IEEE option.
 """
 
 from __future__ import annotations
@@ -171,10 +170,6 @@ def assert_same_float_semantics(
     )
 
 
-def _denormal(x: np.ndarray) -> np.ndarray:
-    return (x != 0) & (np.abs(x) < np.finfo(np.float32).tiny)
-
-
 # --- inputs -------------------------------------------------------------------------------
 
 
@@ -239,11 +234,7 @@ def test_elementwise_op_matches_tensorflow_on_special_values(op, tmp_path):
 
     def check(arrays, what):
         got, expected = one_op.run(*arrays)
-        ignored = np.zeros(got.shape, bool)
-        for array in arrays:
-            if array.dtype == np.float32:
-                ignored = ignored | np.broadcast_to(_denormal(array), got.shape)
-        assert_same_float_semantics(got, expected, f"{op} ({what})", ignored, zero_signs=op not in ZERO_SIGN_UNDEFINED)
+        assert_same_float_semantics(got, expected, f"{op} ({what})", zero_signs=op not in ZERO_SIGN_UNDEFINED)
 
     floats = sum(dtype == "float32" for dtype in dtypes)
     grid = iter(_pair_grid(floats))
@@ -269,8 +260,7 @@ def test_cast_of_special_values_matches_tensorflow(dtype, tmp_path):
     x[0, -4:] = [3e9, -3e9, 2.5e19, -2.5e19]
     got, expected = one_op.run(x)
     assert got.dtype == np.dtype(dtype)
-    kept = ~_denormal(x)  # a denormal is nonzero here, zero to TensorFlow (module docstring)
-    np.testing.assert_array_equal(got[kept], expected[kept])
+    np.testing.assert_array_equal(got, expected)
 
 
 # --- reductions, Softmax, poolings -----------------------------------------------------------
@@ -278,22 +268,18 @@ def test_cast_of_special_values_matches_tensorflow(dtype, tmp_path):
 ROWS = (6, 24)
 
 
-def _row_ignored(x: np.ndarray, axis: int, keep_dims: bool = False) -> np.ndarray:
-    return _denormal(x).any(axis=axis, keepdims=keep_dims)
-
-
+#: op name (a trailing 0: over axis 0) -> (constant inputs, attrs)
 REDUCTIONS = {
-    # op: (constant inputs, attrs, which positions a denormal operand makes uncomparable)
-    "Sum": ((np.int32([1]),), {}, lambda x: _row_ignored(x, 1)),
-    "Mean": ((np.int32([1]),), {}, lambda x: _row_ignored(x, 1)),
-    "Max": ((np.int32([1]),), {}, lambda x: _row_ignored(x, 1)),
-    "Min": ((np.int32([1]),), {}, lambda x: _row_ignored(x, 1)),
-    "Prod": ((np.int32([1]),), {}, lambda x: _row_ignored(x, 1)),
-    "Max0": ((np.int32([0]),), {}, lambda x: _row_ignored(x, 0)),
-    "ArgMax": ((np.int32(1),), {}, lambda x: _row_ignored(x, 1)),
-    "ArgMin": ((np.int32(1),), {}, lambda x: _row_ignored(x, 1)),
-    "Cumsum": ((np.int32(1),), {}, lambda x: np.cumsum(_denormal(x), axis=1) > 0),
-    "Softmax": ((), {}, lambda x: _row_ignored(x, 1, True)),
+    "Sum": ((np.int32([1]),), {}),
+    "Mean": ((np.int32([1]),), {}),
+    "Max": ((np.int32([1]),), {}),
+    "Min": ((np.int32([1]),), {}),
+    "Prod": ((np.int32([1]),), {}),
+    "Max0": ((np.int32([0]),), {}),
+    "ArgMax": ((np.int32(1),), {}),
+    "ArgMin": ((np.int32(1),), {}),
+    "Cumsum": ((np.int32(1),), {}),
+    "Softmax": ((), {}),
 }
 
 
@@ -315,13 +301,13 @@ _SOFTMAX_KERNELS_DIFFER = _tensorflow_softmax_is_onednn_on_specials()
 
 @pytest.mark.parametrize("name", list(REDUCTIONS))
 def test_reduction_matches_tensorflow_on_special_values(name, tmp_path):
-    constants, attrs, ignored = REDUCTIONS[name]
+    constants, attrs = REDUCTIONS[name]
     op = name.rstrip("0")
     one_op = OneOp(_write_graph(tmp_path / f"{name}.pb", op, [("float32", ROWS)], constants, attrs), tmp_path / "cache")
 
     def check(x, what):
         got, expected = one_op.run(x)
-        skipped = ignored(x)
+        skipped = np.zeros(got.shape, bool)
         if name == "Softmax" and _SOFTMAX_KERNELS_DIFFER:
             # TensorFlow's oneDNN kernel differs from its Eigen kernel on these rows (see
             # _tensorflow_softmax_is_onednn_on_specials): check the Eigen kernel's NaN row instead.
@@ -358,8 +344,7 @@ def test_pooling_matches_tensorflow_on_special_values(op, tmp_path):
 
     def check(x, what):
         got, expected = one_op.run(x)
-        windows = _denormal(x).reshape(1, 4, 2, 4, 2, 4).any(axis=(2, 4))
-        assert_same_float_semantics(got, expected, f"{op} ({what})", windows)
+        assert_same_float_semantics(got, expected, f"{op} ({what})")
 
     x = np.random.default_rng(2).uniform(-4, 4, POOL_SHAPE).astype(np.float32)
     x[0, 0:2, 0:2, 0] = np.nan  # a window of NaN only: -FLT_MAX from MaxPool
@@ -437,11 +422,26 @@ def test_check_numerics_inside_a_fused_chain(tmp_path):
 # --- denormals ------------------------------------------------------------------------------
 
 
-def test_denormals_are_kept(tmp_path):
-    """polytf computes with denormals (IEEE 754); TensorFlow's CPU kernels flush them to
-    zero, so a result that depends on one differs: the documented difference."""
-    one_op = OneOp(_write_graph(tmp_path / "reciprocal.pb", "Reciprocal", [("float32", (3,))]), tmp_path / "cache")
-    x = np.float32([1e-38, -5e-39, 1.0])
+def test_denormals_are_flushed_as_tensorflow_flushes_them(tmp_path):
+    """A denormal input is 0 to a compiled kernel as to TensorFlow (``1 / 1e-38`` is inf), a
+    denormal result is 0 (``1 / 2e38``), and the caller's floating-point state comes back:
+    numpy keeps computing with denormals after the call. ``ieee_denormals`` keeps IEEE 754's
+    gradual underflow instead."""
+    from polytf.config import CodegenConfig, MeasurementConfig
+    from polytf.runtime.cpu.kernel_bench import KernelBench
+    from polytf.schedules.search_space import SearchSpace
+    from polytf.targets.cpu import CpuTarget
+
+    one_op = OneOp(_write_graph(tmp_path / "reciprocal.pb", "Reciprocal", [("float32", (4,))]), tmp_path / "cache")
+    x = np.float32([1e-38, -5e-39, 1.0, 2e38])
     got, expected = one_op.run(x)
-    np.testing.assert_allclose(got, 1 / x.astype(np.float64), rtol=1e-6)  # 1e38, -2e38, 1
-    assert np.isinf(expected[:2]).all() and expected[2] == 1  # 1 / 0 in TensorFlow
+    np.testing.assert_array_equal(got, expected)
+    assert np.isposinf(got[0]) and np.isneginf(got[1]) and got[2] == 1 and got[3] == 0
+    assert np.float32(1e-38) * np.float32(0.5) != 0  # numpy's arithmetic still keeps denormals
+
+    (kernel,) = one_op.model.kernels
+    ieee = CpuTarget(CodegenConfig(ieee_denormals=True)).compile(kernel.scop, SearchSpace.for_scop(kernel.scop, 1).default_recipe())
+    (source,), (result,) = ([info.name for info in kernel.scop.arrays if info.role == role] for role in ("input", "output"))
+    gradual = (1 / x.astype(np.float64)).astype(np.float32)  # 1e38, -2e38, 1, 5e-39: gradual underflow kept
+    error, _ = KernelBench(scop=kernel.scop, inputs={source: x}, expected={result: gradual}).verify(ieee, 1, MeasurementConfig(atol_scale=0.0))
+    assert error is None, error
