@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from polytf.errors import ShapeError
-from polytf.graph import TensorType
+from polytf.graph import Node, TensorType
 from polytf.ops.attributes import REQUIRED, attr_ints, attr_string, is_channels_last
 from polytf.ops.definition import CONTRACTION, ELEMENTWISE, Arity, OpDefinition
 from polytf.ops.expansion import Expansion, GraphBuilder, NodeAdder
@@ -246,10 +246,35 @@ def geometry(node, input_type: TensorType, filter_type: TensorType) -> ConvGeome
     return ConvGeometry(n, c, o, spatial[-2], spatial[-1], groups, spatial[0] if rank == 5 else None)
 
 
+#: ``NCHW -> NHWC`` and back: the axis permutations of a channels-first Conv2D's input and output
+TO_CHANNELS_LAST, TO_CHANNELS_FIRST = (0, 2, 3, 1), (0, 3, 1, 2)
+
+
+def is_channels_first(node) -> bool:
+    """Whether ``node`` is a Conv2D over ``NCHW`` tensors (Keras' ``data_format="channels_first"``):
+    shape inference and the reference compute it, the expansion rewrites it as an ``NHWC``
+    convolution between transposes (:func:`expand_convolution`)."""
+    return node.op == "Conv2D" and attr_string(node, "data_format", "NHWC") == "NCHW"
+
+
+def channels_last_node(node):
+    """The ``NHWC`` twin of a channels-first Conv2D ``node``: its ``strides`` and ``dilations``
+    permuted, ``data_format`` NHWC (same name and inputs)."""
+    attrs = dict(node.attrs, data_format="NHWC")
+    for key in ("strides", "dilations"):
+        if key in attrs:
+            value = attr_ints(node, key, length=4)
+            attrs[key] = tuple(value[axis] for axis in TO_CHANNELS_LAST)
+    return Node(node.name, node.op, node.inputs, node.control_inputs, attrs)
+
+
 def infer(node, input_types, input_constants):
     if len(input_types) != 2:
-        raise ShapeError(f"Conv2D takes 2 inputs (input, filter), got {len(input_types)}")
+        raise ShapeError(f"{node.op} takes 2 inputs (input, filter), got {len(input_types)}")
     x, f = input_types
+    if is_channels_first(node) and x.rank == 4 and x.is_static:
+        shape = geometry(channels_last_node(node), TensorType(tuple(x.shape[axis] for axis in TO_CHANNELS_LAST)), f).output_shape
+        return (TensorType(tuple(shape[axis] for axis in TO_CHANNELS_FIRST), x.dtype),)
     return (TensorType(geometry(node, x, f).output_shape, x.dtype),)
 
 
@@ -277,6 +302,10 @@ def grouped_reference(x: np.ndarray, f: np.ndarray, g: ConvGeometry) -> np.ndarr
 
 def reference(node, inputs):
     x, f = (np.asarray(v, dtype=np.float32) for v in inputs)
+    if is_channels_first(node):
+        x = np.transpose(x, TO_CHANNELS_LAST)
+        result = grouped_reference(x, f, geometry(channels_last_node(node), TensorType(x.shape), TensorType(f.shape)))
+        return (np.ascontiguousarray(np.transpose(result, TO_CHANNELS_FIRST)),)
     return (grouped_reference(x, f, geometry(node, TensorType(x.shape), TensorType(f.shape))),)
 
 
@@ -365,6 +394,33 @@ def _static_types(node, builder: GraphBuilder) -> tuple[TensorType, TensorType] 
     if input_type is None or filter_type is None or not input_type.is_static or not filter_type.is_static:
         return None
     return input_type, filter_type
+
+
+def expand_convolution(node, builder: GraphBuilder) -> dict[int, str] | None:
+    """A channels-first Conv2D as ``Transpose(Conv2D_NHWC(Transpose(input)))`` (the NHWC
+    convolution is then expanded again when grouped); a grouped one as :func:`expand_groups`;
+    None otherwise.
+
+    Raises:
+        ShapeError: see :func:`geometry`.
+    """
+    if not is_channels_first(node):
+        return expand_groups(node, builder)
+    types = _static_types(node, builder)
+    if types is None:
+        return None
+    input_type, filter_type = types
+    adder = NodeAdder(builder, node)
+    dtype = input_type.dtype
+    twin = channels_last_node(node)
+    last_shape = tuple(input_type.shape[axis] for axis in TO_CHANNELS_LAST)
+    to_last = adder.constant("to_channels_last", np.asarray(TO_CHANNELS_LAST, np.int32))
+    value = adder.op("channels_last", "Transpose", (node.inputs[0], to_last), TensorType(last_shape, dtype), T=dtype, Tperm="int32")
+    output_shape = geometry(twin, TensorType(last_shape, dtype), filter_type).output_shape
+    value = adder.op("convolution", "Conv2D", (value, node.inputs[1]), TensorType(output_shape, dtype), **dict(twin.attrs, T=dtype))
+    to_first = adder.constant("to_channels_first", np.asarray(TO_CHANNELS_FIRST, np.int32))
+    first_shape = tuple(output_shape[axis] for axis in TO_CHANNELS_FIRST)
+    return {0: adder.op(None, "Transpose", (value, to_first), TensorType(first_shape, dtype), T=dtype, Tperm="int32")}
 
 
 def expand_groups(node, builder: GraphBuilder) -> dict[int, str] | None:
@@ -463,7 +519,7 @@ FILTER_LAYOUT = WeightLayout(
 _POINTWISE = Expansion(pointwise_as_matrix_product, "a MatMul of [N*H*W, C] and [C, O] views when 1x1, stride 1, unpadded and ungrouped")
 CONV2D = OpDefinition(
     "Conv2D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv2D", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT,
-    expand=Expansion(expand_groups, f"a {GROUPED_OP} of a [N, H, W, G, C/G] view of its input when grouped"),
+    expand=Expansion(expand_convolution, f"a {GROUPED_OP} of a [N, H, W, G, C/G] view of its input when grouped; an NHWC Conv2D between transposes when NCHW"),
     matrix_product=_POINTWISE,
 )
 #: Conv3D: the same op over ``[N, D, H, W, C]`` and a ``[KD, KH, KW, C, O]`` filter (the

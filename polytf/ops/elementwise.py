@@ -9,7 +9,8 @@ Sources: TensorFlow op definitions ``AddV2``, ``Add``, ``Sub``, ``Mul``,
   of size 1 (or a missing leading dimension) is repeated.
 * ``SquaredDifference(x, y) = (x - y) * (x - y)``.
 * ``BiasAdd(value, bias)``: ``value`` of rank >= 2, ``bias`` of rank 1 with the size of
-  ``value``'s last dimension (data_format ``NHWC``; ``NCHW`` is not supported).
+  ``value``'s last dimension (data_format ``NHWC``; with ``NCHW``, along axis 1: expanded
+  into an ``AddV2`` of a ``[C, 1, ...]`` view of the bias).
 * ``Relu(x) = max(x, 0)``, NaN for NaN (``maximum``: TensorFlow's ``cwiseMax`` propagates
   NaN, tensorflow/core/kernels/relu_op_functor.h).
 
@@ -26,6 +27,7 @@ from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
 from polytf.ops.attributes import attr_string
 from polytf.ops.definition import ELEMENTWISE, Arity, OpDefinition
+from polytf.ops.expansion import Expansion, NodeAdder
 from polytf.ops.traits import Algebra, Operation
 from polytf.poly.expression import Access, Binary, Constant, Load, Unary
 from polytf.poly.statement import Statement
@@ -146,17 +148,20 @@ def lower_squared_difference(node, inputs, outputs, context):
 # --- BiasAdd ---------------------------------------------------------------------------
 
 
-def _check_bias_format(node) -> None:
+def _channels_first(node) -> bool:
+    """Whether a BiasAdd adds its bias along axis 1 (``data_format`` ``NCHW``, Keras'
+    ``channels_first``) instead of the last axis.
+
+    Raises:
+        ShapeError: a data format other than NHWC and NCHW.
+    """
     data_format = attr_string(node, "data_format", "NHWC")
-    if data_format != "NHWC":
-        raise ShapeError(
-            f"BiasAdd with data_format {data_format!r} is not supported: polytf supports NHWC only "
-            "(bias over the last axis); export the model with channels-last layout"
-        )
+    if data_format not in ("NHWC", "NCHW"):
+        raise ShapeError(f"BiasAdd with data_format {data_format!r} is not supported: polytf supports NHWC and NCHW")
+    return data_format == "NCHW"
 
 
 def infer_bias_add(node, input_types, input_constants):
-    _check_bias_format(node)
     if len(input_types) != 2:
         raise ShapeError(f"BiasAdd takes 2 inputs (value, bias), got {len(input_types)}")
     value, bias = input_types
@@ -164,19 +169,39 @@ def infer_bias_add(node, input_types, input_constants):
         raise ShapeError(f"BiasAdd needs a value of rank >= 2, got {value}")
     if bias.rank != 1:
         raise ShapeError(f"BiasAdd needs a rank-1 bias, got {bias}")
-    if value.shape[-1] is not None and bias.shape[0] is not None and value.shape[-1] != bias.shape[0]:
-        raise ShapeError(f"BiasAdd bias {bias} does not match the last dimension of the value {value}")
+    channels = value.shape[1] if _channels_first(node) else value.shape[-1]
+    if channels is not None and bias.shape[0] is not None and channels != bias.shape[0]:
+        raise ShapeError(f"BiasAdd bias {bias} does not match the channel dimension of the value {value}")
     return (TensorType(value.shape, value.dtype),)
 
 
 def reference_bias_add(node, inputs):
-    _check_bias_format(node)
     value, bias = (np.asarray(x, dtype=np.float32) for x in inputs)
+    if _channels_first(node):
+        bias = bias.reshape((-1,) + (1,) * (value.ndim - 2))
     return (np.asarray(value + bias, dtype=np.float32),)
 
 
+def expand_channels_first_bias(node, builder) -> dict[int, str] | None:
+    """A channels-first BiasAdd as ``AddV2(value, Reshape(bias, [C, 1, ...]))`` (a view and a
+    broadcasting addition); None for a channels-last one or unknown types."""
+    if len(node.inputs) != 2 or not _channels_first(node):
+        return None
+    value_type, bias_type = (builder.type_of(tensor) for tensor in node.inputs)
+    if value_type is None or bias_type is None or not value_type.is_static or not bias_type.is_static:
+        return None
+    adder = NodeAdder(builder, node)
+    shape = (bias_type.shape[0],) + (1,) * (value_type.rank - 2)
+    target = adder.constant("bias_shape", np.asarray(shape, np.int32))
+    bias = adder.op("bias_view", "Reshape", (node.inputs[1], target), TensorType(shape, bias_type.dtype), T=bias_type.dtype, Tshape="int32")
+    return {0: adder.op(None, "AddV2", (node.inputs[0], bias), value_type, T=value_type.dtype)}
+
+
 def lower_bias_add(node, inputs, outputs, context):
-    """``S[d0..d{R-1}]: C[d...] = X[d...] + B[d{R-1}]``."""
+    """``S[d0..d{R-1}]: C[d...] = X[d...] + B[d{R-1}]`` (a channels-first one is expanded
+    first: :func:`expand_channels_first_bias`)."""
+    if _channels_first(node):
+        raise ShapeError(f"BiasAdd node '{node.name}' (NCHW) is compiled as an AddV2 of a [C, 1, ...] view of its bias: run polytf.passes.expansion.expand_ops first")
     x, bias = inputs
     (c,) = outputs
     out, iterators = _output_access(c)
@@ -224,7 +249,8 @@ SQUARED_DIFFERENCE = OpDefinition(
     source="tensorflow/core/ops/math_ops.cc: SquaredDifference", arity=Arity(2, 2),
 )
 BIAS_ADD = OpDefinition(
-    "BiasAdd", ELEMENTWISE, infer_bias_add, reference_bias_add, lower_bias_add, source="tensorflow/core/ops/nn_ops.cc: BiasAdd", arity=Arity(2, 2), channel_bias=True
+    "BiasAdd", ELEMENTWISE, infer_bias_add, reference_bias_add, lower_bias_add, source="tensorflow/core/ops/nn_ops.cc: BiasAdd", arity=Arity(2, 2), channel_bias=True,
+    expand=Expansion(expand_channels_first_bias, "an AddV2 of a [C, 1, ...] view of the bias when NCHW"),
 )
 RELU = OpDefinition("Relu", ELEMENTWISE, infer_relu, reference_relu, lower_relu, source="tensorflow/core/ops/nn_ops.cc: Relu", arity=Arity(1, 1))
 

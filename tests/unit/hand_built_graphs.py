@@ -12,8 +12,8 @@ from polytf.passes.fusion import partition
 from polytf.passes.pruning import prune_to_outputs
 
 
-def placeholder(name, shape):
-    return Node(name, "Placeholder", attrs={"dtype": "float32", "shape": tuple(shape)})
+def placeholder(name, shape, dtype="float32"):
+    return Node(name, "Placeholder", attrs={"dtype": dtype, "shape": tuple(shape)})
 
 
 def const(name, value):

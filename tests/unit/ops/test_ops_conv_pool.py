@@ -100,7 +100,7 @@ def test_conv2d_rejects_unsupported_attrs():
     with pytest.raises(ShapeError, match="EXPLICIT.*unsupported"):
         definition.infer(conv_node("EXPLICIT", 1, 1), types, [None, None])
     with pytest.raises(ShapeError, match="NHWC"):
-        definition.infer(conv_node("SAME", 1, 1, data_format="NCHW"), types, [None, None])
+        definition.infer(conv_node("SAME", 1, 1, data_format="NCHW_VECT_C"), types, [None, None])
     with pytest.raises(ShapeError, match="channels"):
         definition.infer(conv_node("SAME", 1, 1), [TensorType((1, 5, 5, 3)), types[1]], [None, None])
     with pytest.raises(ShapeError, match="does not fit"):

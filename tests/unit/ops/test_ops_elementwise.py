@@ -57,12 +57,13 @@ def test_bias_add_and_relu(rand, run_op):
     assert str(statement.value) == "maximum(X0[d0, d1, d2], 0.0)"
 
 
-def test_bias_add_rejects_nchw_and_mismatch():
+def test_bias_add_checks_its_layout_and_channels():
     definition = lookup("BiasAdd")
     types = [TensorType((1, 3, 4, 4)), TensorType((3,))]
-    with pytest.raises(ShapeError, match="NHWC"):
-        definition.infer(Node("b", "BiasAdd", ("x:0", "b:0"), attrs={"data_format": "NCHW"}), types, [None, None])
-    with pytest.raises(ShapeError, match="last dimension"):
+    assert definition.infer(Node("b", "BiasAdd", ("x:0", "b:0"), attrs={"data_format": "NCHW"}), types, [None, None]) == (types[0],)
+    with pytest.raises(ShapeError, match="NHWC and NCHW"):
+        definition.infer(Node("b", "BiasAdd", ("x:0", "b:0"), attrs={"data_format": "NCDHW"}), types, [None, None])
+    with pytest.raises(ShapeError, match="channel dimension"):
         definition.infer(Node("b", "BiasAdd", ("x:0", "b:0")), types, [None, None])
 
 
