@@ -29,16 +29,23 @@ from polytf.model_zoo.modern_models import randomize_normalization_weights
 __all__ = ["transposed_unet", "unet"]
 
 
+def _check_sizes(batch: int, side: int, classes: int, poolings: int) -> None:
+    """Raise ValueError unless ``side`` is a positive multiple of ``2**poolings`` (each 2x2
+    pooling halves it) and ``batch``, ``classes`` are at least 1."""
+    multiple = 2**poolings
+    if side < multiple or side % multiple:
+        raise ValueError(f"side must be a positive multiple of {multiple} ({poolings} 2x2 poolings), not {side}")
+    if batch < 1 or classes < 1:
+        raise ValueError("batch and classes must be at least 1")
+
+
 def unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 64, classes: int = 4) -> Any:
     """The U-Net of the module docstring as a Keras model.
 
     Raises:
         ValueError: ``side`` not a positive multiple of 4, or ``batch``/``classes`` below 1.
     """
-    if side < 4 or side % 4:
-        raise ValueError(f"side must be a positive multiple of 4 (two 2x2 poolings), not {side}")
-    if batch < 1 or classes < 1:
-        raise ValueError("batch and classes must be at least 1")
+    _check_sizes(batch, side, classes, poolings=2)
     keras = _import_keras()
     layers = keras.layers
 
@@ -65,10 +72,7 @@ def transposed_unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 128, c
     Raises:
         ValueError: ``side`` not a positive multiple of 8, or ``batch``/``classes`` below 1.
     """
-    if side < 8 or side % 8:
-        raise ValueError(f"side must be a positive multiple of 8 (three 2x2 poolings), not {side}")
-    if batch < 1 or classes < 1:
-        raise ValueError("batch and classes must be at least 1")
+    _check_sizes(batch, side, classes, poolings=3)
     keras = _import_keras()
     layers = keras.layers
 

@@ -8,8 +8,9 @@ import numpy as np
 from polytf.graph import Graph, Node
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.lowering.shape_inference import infer_types
-from polytf.passes.fusion import partition
+from polytf.passes.fusion import partition, resolve_view
 from polytf.passes.pruning import prune_to_outputs
+from polytf.poly.interpreter import interpret
 
 
 def placeholder(name, shape, dtype="float32"):
@@ -28,6 +29,21 @@ def build_graph(nodes, outputs) -> Graph:
 
 def kernels_of(graph: Graph, fuse: bool = True):
     return [lower_group(graph, group) for group in partition(graph, fuse=fuse)]
+
+
+def interpret_kernels(graph: Graph, feeds):
+    """Every kernel of ``graph`` through the Scop interpreter, in order, from ``feeds``
+    (tensor name -> array): the value of every tensor a kernel writes, and the feeds."""
+    values = dict(feeds)
+    for kernel in kernels_of(graph):
+        inputs = {}
+        for info in kernel.input_arrays:
+            tensor = resolve_view(graph, info.tensor)
+            inputs[info.name] = np.reshape(values[tensor] if tensor in values else graph.constants[tensor], info.shape)
+        state = interpret(kernel.scop, inputs)
+        for info in kernel.output_arrays:
+            values[info.tensor] = state[info.name]
+    return values
 
 
 def _rand(rng, *shape):

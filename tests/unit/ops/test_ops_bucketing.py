@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hand_built_graphs import build_graph, const, kernels_of, placeholder
+from hand_built_graphs import build_graph, const, interpret_kernels, placeholder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from op_constants import run_op_with_constants
@@ -14,24 +14,8 @@ from op_constants import run_op_with_constants
 from polytf.graph import Node
 from polytf.ops import lookup
 from polytf.passes.expansion import expand_ops
-from polytf.passes.fusion import resolve_view
-from polytf.poly.interpreter import interpret
 
 BOUNDARIES = (-1.0, 0.0, 0.0, 2.5)
-
-
-def _run(graph, feeds):
-    """Every kernel of ``graph`` through the interpreter, in order: the tensors' values."""
-    values = dict(feeds)
-    for kernel in kernels_of(graph):
-        inputs = {}
-        for info in kernel.input_arrays:
-            tensor = resolve_view(graph, info.tensor)
-            inputs[info.name] = np.reshape(values[tensor] if tensor in values else graph.constants[tensor], info.shape)
-        state = interpret(kernel.scop, inputs)
-        for info in kernel.output_arrays:
-            values[info.tensor] = state[info.name]
-    return values
 
 
 def test_bucketize_reference_matches_tensorflow():
@@ -50,7 +34,7 @@ def test_bucketize_expansion_matches_the_reference(values):
     rewritten, report = expand_ops(graph)
     assert report.rewrites == 1 and "Bucketize" not in {n.op for n in rewritten.nodes.values()}
     (expected,) = lookup("Bucketize").reference(graph.nodes["b"], [x])
-    np.testing.assert_array_equal(_run(rewritten, {"x:0": x})["b:0"], expected)
+    np.testing.assert_array_equal(interpret_kernels(rewritten, {"x:0": x})["b:0"], expected)
 
 
 def test_log_softmax_matches_tensorflow_and_its_lowering(rand, run_op):
@@ -77,4 +61,4 @@ def test_channels_first_convolution_and_bias_match_tensorflow_after_expansion(ra
     rewritten, _ = expand_ops(graph)
     assert {n.attrs.get("data_format") for n in rewritten.nodes.values() if n.op == "Conv2D"} == {"NHWC"}
     assert "BiasAdd" not in {n.op for n in rewritten.nodes.values()}
-    np.testing.assert_allclose(_run(rewritten, {"x:0": x})["y:0"], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(interpret_kernels(rewritten, {"x:0": x})["y:0"], expected, rtol=1e-5, atol=1e-5)

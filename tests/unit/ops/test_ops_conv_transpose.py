@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from compiled_kernels import verify_all_recipes
-from hand_built_graphs import build_graph, const, kernels_of, placeholder
+from hand_built_graphs import build_graph, const, interpret_kernels, kernels_of, placeholder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from op_constants import run_op_with_constants
@@ -18,9 +18,7 @@ from polytf.ops import lookup
 from polytf.ops.conv import window
 from polytf.ops.conv_transpose import phase_taps
 from polytf.passes.expansion import expand_ops
-from polytf.passes.fusion import resolve_view
 from polytf.passes.pipeline import optimize
-from polytf.poly.interpreter import interpret
 from polytf.schedules.search_space import SearchSpace
 
 # (input [N, H, W, C], kernel (KH, KW), O, stride, padding): odd and even sizes, strides 1 and 2
@@ -105,16 +103,7 @@ def _transposed_graph(sizes, kernel, filters, strides, padding, seed=0):
 
 def _interpreted(graph, dy):
     """Every kernel of ``graph`` through the interpreter, in order: the value of ``relu:0``."""
-    values = {"dy:0": dy}
-    for kernel in kernels_of(graph):
-        inputs = {}
-        for info in kernel.input_arrays:
-            tensor = resolve_view(graph, info.tensor)
-            inputs[info.name] = np.reshape(values[tensor] if tensor in values else graph.constants[tensor], info.shape)
-        state = interpret(kernel.scop, inputs)
-        for info in kernel.output_arrays:
-            values[info.tensor] = state[info.name]
-    return values["relu:0"]
+    return interpret_kernels(graph, {"dy:0": dy})["relu:0"]
 
 
 @st.composite

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from compiled_kernels import verify_all_recipes
-from hand_built_graphs import build_graph, const, kernels_of, placeholder
+from hand_built_graphs import build_graph, const, interpret_kernels, kernels_of, placeholder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from op_constants import run_op_with_constants
@@ -15,9 +15,7 @@ from polytf.errors import ShapeError
 from polytf.graph import Node
 from polytf.ops import lookup
 from polytf.passes.expansion import expand_ops
-from polytf.passes.fusion import resolve_view
 from polytf.passes.pipeline import optimize
-from polytf.poly.interpreter import interpret
 
 
 @st.composite
@@ -77,16 +75,7 @@ def _split_graph(op, shape, axis, parts, used):
 
 def _run_graph(graph, x):
     """Every kernel of ``graph`` through the interpreter, in order."""
-    values = {"x:0": x}
-    for kernel in kernels_of(graph):
-        inputs = {}
-        for info in kernel.input_arrays:
-            tensor = resolve_view(graph, info.tensor)
-            inputs[info.name] = np.reshape(values[tensor] if tensor in values else graph.constants[tensor], info.shape)
-        state = interpret(kernel.scop, inputs)
-        for info in kernel.output_arrays:
-            values[info.tensor] = state[info.name]
-    return values
+    return interpret_kernels(graph, {"x:0": x})
 
 
 @settings(max_examples=15, deadline=None)
