@@ -192,7 +192,8 @@ CASES: tuple[LayerCase, ...] = (
     _layer("MelSpectrogram", "fft_length=64, sequence_stride=32, num_mel_bins=16", (1, 256), lambda layers: layers.MelSpectrogram(fft_length=64, sequence_stride=32, num_mel_bins=16, sampling_rate=8000)),
 )
 
-#: Cases polytf does not compile yet (they run on the host with ``fallback=True``), with why.
+#: Cases polytf does not compile yet (refused: some of their ops have neither a lowering nor a
+#: numpy reference to run on the host), with why.
 KNOWN_GAPS = {
     "CategoryEncoding(num_tokens=8, multi_hot)": "DenseBincount has no lowering (and its size, min(maxlength, max(minlength, max(ids) + 1)), "
     "is computed at run time: polytf does not fold the clamp to the constant it always is)",

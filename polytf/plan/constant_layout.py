@@ -18,9 +18,11 @@ integer-array indexing, with the same result.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +35,7 @@ from polytf.passes.fusion import resolve_view
 from polytf.plan.buffers import aligned_copy, aligned_empty
 from polytf.poly.affine import AffineExpr, DynamicIndex, FloorDiv, Modulo, index_affine
 from polytf.poly.expression import Binary, Constant, Load
+from polytf.poly.scop import ArrayInfo
 from polytf.poly.statement import Statement
 from polytf.targets.target import CompiledKernel
 
@@ -44,7 +47,10 @@ class ModelConstants:
     weights its kernels pack ahead of time, each 64-byte aligned and read-only, by key.
 
     A graph constant's key is its storage tensor (``"node:port"``); a packed weight's key is
-    ``"<kernel>/<scratch array> (<tensor>)"``. :class:`~polytf.runtime.cpu.compiled_model.CompiledModel`
+    ``"<tensor> packed <digest>"``, the digest of the copies that write it with the arrays
+    named by the constants they read (:func:`packed_key`): kernels that pack one weight the
+    same way (the steps of an unrolled recurrent layer, the time steps of a
+    ``TimeDistributed`` layer) share one packed copy, made once. :class:`~polytf.runtime.cpu.compiled_model.CompiledModel`
     binds them as shared arguments; ``polytf compile`` (:mod:`polytf.export`) writes them into
     the object's weights.
 
@@ -68,6 +74,8 @@ class ModelConstants:
         self.values: dict[str, np.ndarray] = {}
         self.defer_packing = defer_packing
         self._deferred = DeferredPacking()
+        #: the keys of the packed arrays made or deferred so far
+        self._packed_keys: set[str] = set()
 
     def constant(self, storage: str) -> np.ndarray:
         """The buffer of graph constant ``storage`` (made on first use).
@@ -112,16 +120,24 @@ class ModelConstants:
                 raise GraphError(f"kernel {kernel.scop.name} packs '{name}' ahead of time, but it holds no constant of model {self.source}")
             storages[name] = storage
         arrays = {info.name: info for info in kernel.arrays}
-        keys = {name: f"{kernel.scop.name}/{name} ({arrays[name].tensor})" for name in sorted({copy.write.array for copy in kernel.constant_copies})}
         shapes = {name: tuple(lowered.scop.array(name).shape) for name in sources}
-        if self.defer_packing:
-            for storage in storages.values():
-                self._deferred.originals.setdefault(storage, self.unpacked_value(storage))
-            self._deferred.packings.append(_Packing(kernel, keys, {name: (storages[name], shapes[name]) for name in sources}))
+        writers: dict[str, list[Statement]] = {}
+        for copy in kernel.constant_copies:
+            writers.setdefault(copy.write.array, []).append(copy)
+        keys = {name: packed_key(writers[name], arrays[name], storages, shapes) for name in sorted(writers)}
+        fresh = {name: key for name, key in keys.items() if key not in self._packed_keys}
+        self._packed_keys.update(fresh.values())
+        read = {access.array for name in fresh for copy in writers[name] for access in copy.reads}
+        if not fresh:
             return keys
-        values = {name: self.unpacked_value(storages[name]).reshape(shapes[name]) for name in sources}
-        for name, packed in packed_constants(kernel, values).items():
-            self.values[keys[name]] = packed
+        if self.defer_packing:
+            for name in read:
+                self._deferred.originals.setdefault(storages[name], self.unpacked_value(storages[name]))
+            self._deferred.packings.append(_Packing(kernel, fresh, {name: (storages[name], shapes[name]) for name in read}))
+            return keys
+        values = {name: self.unpacked_value(storages[name]).reshape(shapes[name]) for name in read}
+        for name, packed in packed_constants(kernel, values, only=fresh).items():
+            self.values[fresh[name]] = packed
         return keys
 
     def deferred_packing(self) -> DeferredPacking:
@@ -130,6 +146,20 @@ class ModelConstants:
         deferred, self._deferred = self._deferred, DeferredPacking()
         self.defer_packing = False
         return deferred
+
+
+def packed_key(copies: list[Statement], packed: ArrayInfo, storages: Mapping[str, str], shapes: Mapping[str, tuple[int, ...]]) -> str:
+    """The key of the array ``copies`` write (``packed``): ``"<tensor> packed <digest>"``, the
+    digest of the copies' text with each array named by what it holds (the packed array, or
+    the storage tensor and shape of a constant it reads), of the packed array's shape and
+    dtype. Two kernels that pack one weight into the same layout get the same key, whatever
+    their arrays and statements are named."""
+    sources = sorted({access.array for copy in copies for access in copy.reads})
+    names = {packed.name: "<packed>", **{source: f"<{storages[source]} {shapes[source]}>" for source in sources}}
+    pattern = re.compile(r"\b(" + "|".join(re.escape(name) for name in names) + r")\[")
+    texts = [pattern.sub(lambda match: names[match.group(1)] + "[", f"{copy.iterators} {copy.extents} {copy.constraints} {copy.write} = {copy.value}") for copy in copies]
+    signature = repr((texts, tuple(packed.shape), str(packed.dtype)))
+    return f"{'+'.join(storages[source] for source in sources)} packed {hashlib.sha256(signature.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -179,7 +209,7 @@ class DeferredPacking:
         while self.packings:
             packing = self.packings.pop(0)
             values = {name: self.originals[storage].reshape(shape) for name, (storage, shape) in packing.sources.items()}
-            for name, packed in packed_constants(packing.kernel, values).items():
+            for name, packed in packed_constants(packing.kernel, values, only=packing.keys).items():
                 result[packing.keys[name]] = packed
             del values
             for storage, _ in packing.sources.values():
@@ -352,12 +382,13 @@ def _view(array: np.ndarray, side: tuple[tuple[int, ...], tuple[tuple[int, ...],
     return as_strided(first, shape=extents, strides=byte_strides, writeable=array.flags.writeable)
 
 
-def packed_constants(kernel: CompiledKernel, values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def packed_constants(kernel: CompiledKernel, values: Mapping[str, np.ndarray], only: Collection[str] | None = None) -> dict[str, np.ndarray]:
     """Scratch array name -> its value, for each of ``kernel``'s constant copies.
 
     Args:
         kernel: a compiled kernel.
         values: Scop array name -> value of each constant array its copies read.
+        only: the scratch arrays to make (default: all).
 
     Raises:
         ShapeError: a copy reads an array that ``values`` does not have (a polytf bug).
@@ -366,6 +397,8 @@ def packed_constants(kernel: CompiledKernel, values: Mapping[str, np.ndarray]) -
     result = {}
     writers: dict[str, list[Statement]] = {}
     for copy in kernel.constant_copies:
+        if only is not None and copy.write.array not in only:
+            continue
         for source in {access.array for access in copy.reads}:
             if source not in values:
                 raise ShapeError(f"kernel {kernel.scop.name}: the packing of '{source}' needs its constant value, which the model does not have")

@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
-from hand_built_graphs import graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of
+from hand_built_graphs import build_graph, const, graph_conv_bias_relu, graph_matmul_bias_relu, kernels_of, placeholder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +17,7 @@ from polytf.compiler.kernel_compilation import compile_steps, constant_arrays
 from polytf.compiler.model_builder import build_model
 from polytf.compiler.preparation import PreparedModel
 from polytf.config import MeasurementConfig
+from polytf.graph import Node
 from polytf.lowering.lowered_kernel import lower_group
 from polytf.passes.fusion import partition
 from polytf.plan.binding_plan import plan_model
@@ -103,7 +104,7 @@ def test_deferred_packing_gives_the_eager_arrays_and_lets_each_weight_go():
     deferred = ModelConstants(graph, "conv.pb", defer_packing=True)
     deferred_keys = plan_model(graph, steps, "conv.pb", deferred.packed).kernel_plans[0].bindings
     assert eager_keys == deferred_keys
-    packed_keys = [key for key in eager.values if "packed" in key or "/" in key]
+    packed_keys = [key for key in eager.values if " packed " in key]
     assert packed_keys and not any(key in deferred.values for key in packed_keys)  # nothing packed yet
     packing = deferred.deferred_packing()
     assert set(packing.originals) == {"f:0"} and packing.originals["f:0"] is graph.constants["f:0"]
@@ -133,7 +134,7 @@ def test_a_built_model_holds_a_weight_until_packed_and_only_packed_afterwards():
     model.pack_constants()
     gc.collect()
     assert weight() is None
-    assert any("/" in key for key in model._constants)  # noqa: SLF001 - the packed copy, bound by every context
+    assert any(" packed " in key for key in model._constants)  # noqa: SLF001 - the packed copy, bound by every context
     rng = np.random.default_rng(2)
     graph = graph_conv_bias_relu(8, 8, 3, 16, stride=1)  # the same values (seeded), for the reference
     x = rng.standard_normal((1, 8, 8, 3)).astype(np.float32)
@@ -141,6 +142,32 @@ def test_a_built_model_holds_a_weight_until_packed_and_only_packed_afterwards():
     (expected,) = kernel.reference({"A0": x, **kernel.constant_values}).values()
     (out,) = model(x=x).values()
     np.testing.assert_allclose(out, expected.reshape(out.shape), rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def _twice_through_one_weight():
+    """``relu(relu(x @ W) @ W)``: two kernels that read the same weight."""
+    rng = np.random.default_rng(7)
+    nodes = [placeholder("x", (24, 32)), const("w", rng.standard_normal((32, 32)).astype(np.float32)),
+             Node("m1", "MatMul", ("x:0", "w:0")), Node("r1", "Relu", ("m1:0",)), Node("m2", "MatMul", ("r1:0", "w:0")), Node("r2", "Relu", ("m2:0",))]
+    graph = build_graph(nodes, ["r2:0"])
+    return graph, _conv_prepared(graph)
+
+
+@pytest.mark.parametrize("second", [PACKED_MATMUL, CpuRecipe(tile_sizes=(12, 16), register_tile_sizes=(4, 8), pack=("A1",))])
+def test_kernels_that_pack_one_weight_the_same_way_share_the_packed_copy(second):
+    """An unrolled loop's steps read one weight: packed into the same layout, it is packed
+    once and bound to every step; another layout is another copy. The model computes the
+    reference either way."""
+    graph, prepared = _twice_through_one_weight()
+    first, other = (kernel.scop.name for kernel in prepared.kernels)
+    model = build_model(prepared, {first: PACKED_MATMUL, other: second}, TARGET, threads=2)
+    model.pack_constants()
+    packed = [key for key in model._constants if " packed " in key]  # noqa: SLF001 - the arrays the contexts bind
+    assert len(packed) == (1 if second == PACKED_MATMUL else 2) and all(key.startswith("w:0 packed ") for key in packed)
+    x = np.random.default_rng(8).standard_normal((24, 32)).astype(np.float32)
+    w = graph.constants["w:0"]
+    expected = np.maximum(np.maximum(x @ w, 0) @ w, 0)
+    np.testing.assert_allclose(model(x=x)["r2"], expected, rtol=1e-4, atol=1e-4)
 
 
 def test_the_first_call_packs_when_nothing_asked_before():
