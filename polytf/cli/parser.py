@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "show",
         help="show graph passes, kernels, schedule trees, loop ASTs and code",
         description="Without --kernel: the model's kernels. With --passes: what each graph pass (pruning, identity removal, constant folding, "
-        "arithmetic simplification, batch-norm folding, 1x1 convolutions as matrix products, reshape sinking, common-subexpression elimination) changed, as node and edge counts before "
+        "op expansion, loop rerolling, arithmetic simplification, batch-norm folding, 1x1 convolutions as matrix products, reshape sinking, common-subexpression elimination) changed, as node and edge counts before "
         "and after, round by round, with totals. With --kernel: its Scop, recipe, schedule tree and loop AST (add --llvm / --assembly). "
         "With --profile: each kernel's median time, FLOPs, GFLOP/s and % of the machine's measured float32 peak, and the whole call.",
     )

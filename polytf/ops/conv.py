@@ -514,7 +514,8 @@ def _feeds_a_slab_copy(builder: GraphBuilder, tensor: str, steps: int = 4) -> bo
 
 #: filter ``[KH, KW, C/G, O]``: output channel ``o`` is axis 3; every output sums over ``KH, KW, C/G``.
 FILTER_LAYOUT = WeightLayout(
-    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None, dilatable=True
+    input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (3,) if is_channels_last(node) else None, dilatable=True,
+    independent_rows=is_channels_last,
 )
 _POINTWISE = Expansion(pointwise_as_matrix_product, "a MatMul of [N*H*W, C] and [C, O] views when 1x1, stride 1, unpadded and ungrouped")
 CONV2D = OpDefinition(
@@ -527,6 +528,8 @@ CONV2D = OpDefinition(
 #: builder with a third window.
 CONV3D = OpDefinition(
     "Conv3D", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: Conv3D", arity=Arity(2, 2),
-    weight_layout=WeightLayout(input=1, rank=5, output_rank=5, window_axes=(0, 1, 2), channel_axes=lambda node: (4,) if is_channels_last(node) else None),
+    weight_layout=WeightLayout(
+        input=1, rank=5, output_rank=5, window_axes=(0, 1, 2), channel_axes=lambda node: (4,) if is_channels_last(node) else None, independent_rows=is_channels_last
+    ),
     matrix_product=_POINTWISE,
 )

@@ -22,7 +22,7 @@ from polytf.errors import ShapeError
 from polytf.graph import Node, TensorType
 from polytf.ops.expansion import Expansion
 from polytf.ops.lowering_context import ArrayRef, LoweringContext
-from polytf.ops.traits import Algebra, Forwarding, SpaceBatchMove, WeightLayout
+from polytf.ops.traits import Algebra, Forwarding, SpaceBatchMove, Stacking, WeightLayout
 from polytf.poly.statement import Statement
 
 #: Categories of ops, used by shape inference, fusion and the runtime.
@@ -130,6 +130,9 @@ class OpDefinition:
             input fusion).
         space_batch: the op moves blocks of spatial positions into the batch or back
             (:class:`~polytf.ops.traits.SpaceBatchMove`: ``SpaceToBatchND``, ``BatchToSpaceND``).
+        stacking: the op takes one index of a tensor along an axis (``StridedSlice``) or stacks
+            tensors along a new axis (``Pack``): the seams of a loop TensorFlow unrolled
+            (:class:`~polytf.ops.traits.Stacking`).
 
     Raises:
         ValueError: an unknown category, or traits that contradict each other.
@@ -158,6 +161,7 @@ class OpDefinition:
     matrix_product: Expansion | None = field(default=None, kw_only=True)
     space_batch: SpaceBatchMove | None = field(default=None, kw_only=True)
     reduces_axes: bool = field(default=False, kw_only=True)
+    stacking: Stacking | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

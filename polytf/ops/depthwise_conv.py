@@ -164,7 +164,7 @@ def lower(node, inputs, outputs, context):
 #: over ``KH, KW`` only.
 FILTER_LAYOUT = WeightLayout(
     input=1, rank=4, output_rank=4, window_axes=(0, 1), channel_axes=lambda node: (2, 3) if is_channels_last(node) else None,
-    depthwise=True, dilatable=True,
+    depthwise=True, dilatable=True, independent_rows=is_channels_last,
 )
 DEPTHWISE_CONV2D = OpDefinition(
     OP, CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/nn_ops.cc: DepthwiseConv2dNative", arity=Arity(2, 2), weight_layout=FILTER_LAYOUT

@@ -69,5 +69,6 @@ WEIGHT_LAYOUT = WeightLayout(
     output_rank=2,
     window_axes=(),
     channel_axes=lambda node: (0,) if node.attr("transpose_b", False) else (1,),
+    independent_rows=lambda node: not node.attr("transpose_a", False),
 )
 MATMUL = OpDefinition("MatMul", CONTRACTION, infer, reference, lower, source="tensorflow/core/ops/math_ops.cc: MatMul", arity=Arity(2, 2), weight_layout=WEIGHT_LAYOUT)

@@ -39,6 +39,7 @@ from polytf.graph import TensorType
 from polytf.ops.attributes import attr_int
 from polytf.ops.constant_inputs import constant_input
 from polytf.ops.definition import REDUCTION, SOURCE, Arity, OpDefinition
+from polytf.ops.traits import Stacking
 from polytf.poly.affine import AffineExpr
 from polytf.poly.expression import Access, Load
 from polytf.poly.statement import Statement
@@ -294,16 +295,31 @@ def lower_pack(node, inputs, outputs, context):
     ]
 
 
+def picked_index(node, input_constants, input_shape) -> tuple[int, int] | None:
+    """``(axis, index)`` when the node takes index ``index`` of its input along one shrunk
+    ``axis`` and every other axis whole (``x[t]``, ``x[:, t]``), else None (the
+    :class:`~polytf.ops.traits.Stacking` trait)."""
+    try:
+        plan = _plan_from_inputs(node, tuple(input_shape), list(input_constants))
+    except ShapeError:
+        return None
+    shrunk = [axis for axis, dimension in enumerate(plan.dimensions) if dimension.shrink]
+    whole = all(d.shrink or (d.begin == 0 and d.stride == 1 and d.size == size) for d, size in zip(plan.dimensions, input_shape))
+    if len(shrunk) != 1 or not whole or None in plan.layout:
+        return None
+    return shrunk[0], plan.dimensions[shrunk[0]].begin
+
+
 #: not element-wise: a copy that anchors its own group
 STRIDED_SLICE = OpDefinition(
     "StridedSlice", REDUCTION, infer_strided_slice, reference_strided_slice, lower_strided_slice, data_inputs=(0,),
     source="tensorflow/core/ops/array_ops.cc: StridedSlice; tensorflow/core/util/strided_slice_op.cc",
-    dtypes=("float32", "int32", "int64", "bool"), foldable=True, arity=Arity(4, 4),
+    dtypes=("float32", "int32", "int64", "bool"), foldable=True, arity=Arity(4, 4), stacking=Stacking(picked=picked_index),
 )
 #: not element-wise: copies that anchor their own group
 PACK = OpDefinition(
     "Pack", REDUCTION, infer_pack, reference_pack, lower_pack, source="tensorflow/core/ops/array_ops.cc: Pack",
-    dtypes=("float32", "int32", "int64", "bool"), foldable=True, arity=Arity(1, None),
+    dtypes=("float32", "int32", "int64", "bool"), foldable=True, arity=Arity(1, None), stacking=Stacking(stacked=_pack_axis),
 )
 SHAPE = OpDefinition(
     "Shape", SOURCE, infer_shape, reference_shape, None, data_inputs=(), source="tensorflow/core/ops/array_ops.cc: Shape",

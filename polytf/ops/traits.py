@@ -12,7 +12,7 @@ folded into a convolution's or a dense layer's weight).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,6 +109,10 @@ class WeightLayout:
             in NHWC order, ``padding`` SAME or VALID) that computes any dilation: a
             ``SpaceToBatchND``/``BatchToSpaceND`` pair around it folds into its ``dilations``
             (:mod:`polytf.passes.dilation_folding`).
+        independent_rows: ``independent_rows(node)`` -> whether row ``i`` of the output (axis
+            0) depends on row ``i`` of the data input (input 0) alone: a MatMul without
+            ``transpose_a``, a channels-last convolution (a batch of images); what lets
+            :mod:`polytf.passes.loop_rerolling` run one node over many stacked rows.
     """
 
     input: int
@@ -118,6 +122,7 @@ class WeightLayout:
     channel_axes: AxesFunction
     depthwise: bool = False
     dilatable: bool = False
+    independent_rows: Callable[[Node], bool] = lambda node: False
 
     @property
     def is_convolution(self) -> bool:
@@ -169,4 +174,23 @@ class SpaceBatchMove:
     amounts_input: int = 2
 
 
-__all__ = ["Algebra", "AxesFunction", "Forwarding", "Operation", "SpaceBatchMove", "WeightLayout"]
+@dataclass(frozen=True)
+class Stacking:
+    """An op at the seam of a loop that TensorFlow unrolled over an axis (Keras'
+    ``TimeDistributed``, ``tf.unstack`` ... ``tf.stack``): each step's input is one index of a
+    tensor along an axis, each step's output one index of the stacked result
+    (:mod:`polytf.passes.loop_rerolling`).
+
+    Attributes:
+        picked: ``picked(node, input_constants, input_shape)`` -> ``(axis, index)`` when the
+            node takes index ``index`` of its data input 0 along ``axis`` and drops that axis
+            (``StridedSlice`` with a shrunk axis and nothing else sliced), else None.
+        stacked: ``stacked(node, input_rank)`` -> the axis along which the node stacks its
+            inputs into a new dimension (``Pack``), else None.
+    """
+
+    picked: Callable[[Node, Sequence["np.ndarray | None"], tuple[int, ...]], "tuple[int, int] | None"] | None = None
+    stacked: Callable[[Node, int], "int | None"] | None = None
+
+
+__all__ = ["Algebra", "AxesFunction", "Forwarding", "Operation", "SpaceBatchMove", "Stacking", "WeightLayout"]

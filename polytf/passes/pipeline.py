@@ -11,6 +11,8 @@ the same with polytf's passes:
    convolution with ``dilations``, before the expansion rewrites the convolution);
    then op expansion (ops with an expansion rule: ``Split``/``SplitV``/``Unpack`` into one
    ``Slice`` per used output, ``ArgMax``/``ArgMin``/``OneHot`` into comparisons and reductions);
+   then loop rerolling (a stack of identical per-step chains, Keras' ``TimeDistributed``,
+   as one chain over the stacked rows: :mod:`~polytf.passes.loop_rerolling`);
 4. arithmetic simplification (``x*1``, ``x+0``, ``Neg(Neg(x))``, constant chains, ``Sub`` of a constant);
 5. batch-norm folding into convolution weights and biases;
    then matrix products (a 1x1, stride-1 ``Conv2D`` as a ``MatMul`` of row-major views, by
@@ -39,6 +41,7 @@ from polytf.passes.constant_folding import fold_constants
 from polytf.passes.dilation_folding import fold_dilations
 from polytf.passes.expansion import expand_ops, rewrite_matrix_products
 from polytf.passes.identity_removal import remove_identities
+from polytf.passes.loop_rerolling import reroll_loops
 from polytf.passes.pruning import prune_to_outputs
 from polytf.passes.report import PassReport
 from polytf.passes.reshape_sinking import sink_reshapes
@@ -52,6 +55,7 @@ PASSES: tuple[tuple[str, GraphPass], ...] = (
     ("constant folding", fold_constants),
     ("dilation folding", lambda graph, config: fold_dilations(graph)),
     ("op expansion", lambda graph, config: expand_ops(graph)),
+    ("loop rerolling", lambda graph, config: reroll_loops(graph)),
     ("arithmetic simplification", lambda graph, config: simplify_arithmetic(graph)),
     ("batch norm folding", lambda graph, config: fold_batch_norms(graph)),
     ("matrix products", lambda graph, config: rewrite_matrix_products(graph)),
