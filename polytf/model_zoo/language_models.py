@@ -30,7 +30,7 @@ import numpy as np
 
 from polytf.model_zoo.keras_models import DEFAULT_SEED, _glorot, import_tensorflow
 
-__all__ = ["gpt2_block", "bert_encoder", "VOCABULARY_SIZE", "zoo_inputs"]
+__all__ = ["gpt2_block", "bert_encoder", "VOCABULARY_SIZE", "SeededWeights", "dense", "layer_norm", "zoo_inputs"]
 
 #: Token ids of both models lie in ``[0, VOCABULARY_SIZE)``.
 VOCABULARY_SIZE = 1000
@@ -57,7 +57,7 @@ def zoo_inputs(input_types, seed: int = 0) -> dict:
     return feeds
 
 
-class _Weights:
+class SeededWeights:
     """Seeded weights of one model, by name."""
 
     def __init__(self, seed: int) -> None:
@@ -76,14 +76,14 @@ class _Weights:
         return self._rng.uniform(0.5, 1.5, size=(size,)).astype(np.float32)
 
 
-def _layer_norm(tf: Any, x: Any, gamma: np.ndarray, beta: np.ndarray, epsilon: float) -> Any:
+def layer_norm(tf: Any, x: Any, gamma: np.ndarray, beta: np.ndarray, epsilon: float) -> Any:
     """``(x - mean) / sqrt(variance + epsilon) * gamma + beta`` over the last axis."""
     mean = tf.reduce_mean(x, axis=-1, keepdims=True)
     variance = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
     return (x - mean) * tf.math.rsqrt(variance + epsilon) * tf.constant(gamma) + tf.constant(beta)
 
 
-def _dense(tf: Any, x: Any, kernel: np.ndarray, bias: np.ndarray) -> Any:
+def dense(tf: Any, x: Any, kernel: np.ndarray, bias: np.ndarray) -> Any:
     """``x @ kernel + bias`` for ``x: [B, S, D]`` (a rank-3 by rank-2 product, as Keras freezes Dense)."""
     return tf.linalg.matmul(x, tf.constant(kernel)) + tf.constant(bias)
 
@@ -123,7 +123,7 @@ def gpt2_block(
     """
     tf = import_tensorflow()
     _check_sizes(model_width, heads, sequence, batch)
-    weights = _Weights(seed)
+    weights = SeededWeights(seed)
     token_table = weights.embedding(VOCABULARY_SIZE, model_width)
     position_table = weights.embedding(sequence, model_width)
     norm1 = (weights.gamma(model_width), weights.bias(model_width))
@@ -141,17 +141,17 @@ def gpt2_block(
 
     def fn(token_ids: Any) -> Any:
         x = tf.gather(tf.constant(token_table), token_ids) + tf.constant(position_table)
-        h = _layer_norm(tf, x, *norm1, epsilon=1e-5)
-        qkv = _dense(tf, h, *query_key_value)
+        h = layer_norm(tf, x, *norm1, epsilon=1e-5)
+        qkv = dense(tf, h, *query_key_value)
         q, k, v = (_split_heads(tf, part, batch, sequence, heads) for part in tf.split(qkv, 3, axis=-1))
         scores = tf.linalg.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(head_width))
         causal = tf.linalg.band_part(tf.ones((sequence, sequence), dtype=tf.float32), -1, 0)
         masked = tf.where(causal > 0.5, scores, tf.fill((batch, heads, sequence, sequence), -1e9))
         attention = _merge_heads(tf, tf.linalg.matmul(tf.nn.softmax(masked, axis=-1), v), batch, sequence)
-        x = x + _dense(tf, attention, *projection)
-        h = _layer_norm(tf, x, *norm2, epsilon=1e-5)
-        x = x + _dense(tf, gelu_tanh(_dense(tf, h, *expand)), *contract)
-        return _layer_norm(tf, x, *final_norm, epsilon=1e-5)
+        x = x + dense(tf, attention, *projection)
+        h = layer_norm(tf, x, *norm2, epsilon=1e-5)
+        x = x + dense(tf, gelu_tanh(dense(tf, h, *expand)), *contract)
+        return layer_norm(tf, x, *final_norm, epsilon=1e-5)
 
     function = tf.function(fn)
     function.input_specs = (("input", (batch, sequence), "int32"),)  # type: ignore[attr-defined]
@@ -181,7 +181,7 @@ def bert_encoder(
     """
     tf = import_tensorflow()
     _check_sizes(model_width, heads, sequence or max_sequence, batch or 1)
-    weights = _Weights(seed)
+    weights = SeededWeights(seed)
     token_table = weights.embedding(VOCABULARY_SIZE, model_width)
     position_table = weights.embedding(sequence or max_sequence, model_width)
     embedding_norm = (weights.gamma(model_width), weights.bias(model_width))
@@ -198,15 +198,15 @@ def bert_encoder(
         s = sequence if sequence is not None else tf.shape(token_ids)[1]
         positions = tf.constant(position_table) if sequence is not None else tf.constant(position_table)[:s]
         x = tf.gather(tf.constant(token_table), token_ids) + positions
-        x = _layer_norm(tf, x, *embedding_norm, epsilon=1e-12)
-        q, k, v = (_split_heads(tf, _dense(tf, x, *w), b, s, heads) for w in (query, key, value))
+        x = layer_norm(tf, x, *embedding_norm, epsilon=1e-12)
+        q, k, v = (_split_heads(tf, dense(tf, x, *w), b, s, heads) for w in (query, key, value))
         scores = tf.linalg.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(head_width))
         padding = (1.0 - tf.cast(attention_mask, tf.float32)) * -10000.0
         scores = scores + tf.reshape(padding, (b, 1, 1, s))
         attention = _merge_heads(tf, tf.linalg.matmul(tf.nn.softmax(scores, axis=-1), v), b, s)
-        y = _layer_norm(tf, x + _dense(tf, attention, *projection), *norm1, epsilon=1e-12)
-        hidden = tf.nn.gelu(_dense(tf, y, *expand), approximate=False)
-        return _layer_norm(tf, y + _dense(tf, hidden, *contract), *norm2, epsilon=1e-12)
+        y = layer_norm(tf, x + dense(tf, attention, *projection), *norm1, epsilon=1e-12)
+        hidden = tf.nn.gelu(dense(tf, y, *expand), approximate=False)
+        return layer_norm(tf, y + dense(tf, hidden, *contract), *norm2, epsilon=1e-12)
 
     function = tf.function(fn)
     function.input_specs = (  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from polytf.model_zoo.keras_models import DEFAULT_SEED, import_tensorflow
-from polytf.model_zoo.language_models import _dense, _layer_norm, _Weights
+from polytf.model_zoo.language_models import SeededWeights, dense, layer_norm
 
 __all__ = ["swin_block"]
 
@@ -61,7 +61,7 @@ def swin_block(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 28, width: 
     if side % window or width % heads or not 0 < shift < window or min(batch, side, width, heads) < 1:
         raise ValueError(f"need side % window == 0, width % heads == 0 and 0 < shift < window; got side {side}, window {window}, width {width}, heads {heads}, shift {shift}")
     tf = import_tensorflow()
-    weights = _Weights(seed)
+    weights = SeededWeights(seed)
     norm1 = (weights.gamma(width), weights.bias(width))
     query_key_value = (weights.matrix(width, 3 * width), weights.bias(3 * width))
     projection = (weights.matrix(width, width), weights.bias(width))
@@ -74,22 +74,22 @@ def swin_block(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 28, width: 
     count, tokens, head_width = side // window, window * window, width // heads
 
     def attention(x: Any) -> Any:
-        h = tf.roll(_layer_norm(tf, x, *norm1, epsilon=1e-5), shift=(-shift, -shift), axis=(1, 2))
+        h = tf.roll(layer_norm(tf, x, *norm1, epsilon=1e-5), shift=(-shift, -shift), axis=(1, 2))
         windows = tf.reshape(tf.transpose(tf.reshape(h, (batch, count, window, count, window, width)), (0, 1, 3, 2, 4, 5)), (batch * count * count, tokens, width))
-        qkv = tf.transpose(tf.reshape(_dense(tf, windows, *query_key_value), (batch * count * count, tokens, 3, heads, head_width)), (2, 0, 3, 1, 4))
+        qkv = tf.transpose(tf.reshape(dense(tf, windows, *query_key_value), (batch * count * count, tokens, 3, heads, head_width)), (2, 0, 3, 1, 4))
         q, k, v = qkv[0] * (1.0 / math.sqrt(head_width)), qkv[1], qkv[2]
         bias = tf.transpose(tf.reshape(tf.gather(tf.constant(bias_table), tf.constant(index.reshape(-1))), (tokens, tokens, heads)), (2, 0, 1))
         scores = tf.linalg.matmul(q, k, transpose_b=True) + bias
         scores = tf.reshape(scores, (batch, count * count, heads, tokens, tokens)) + tf.constant(mask)[None, :, None]
         weighted = tf.linalg.matmul(tf.nn.softmax(tf.reshape(scores, (batch * count * count, heads, tokens, tokens)), axis=-1), v)
-        merged = _dense(tf, tf.reshape(tf.transpose(weighted, (0, 2, 1, 3)), (batch * count * count, tokens, width)), *projection)
+        merged = dense(tf, tf.reshape(tf.transpose(weighted, (0, 2, 1, 3)), (batch * count * count, tokens, width)), *projection)
         restored = tf.reshape(tf.transpose(tf.reshape(merged, (batch, count, count, window, window, width)), (0, 1, 3, 2, 4, 5)), (batch, side, side, width))
         return tf.roll(restored, shift=(shift, shift), axis=(1, 2))
 
     def fn(x: Any) -> Any:
         x = x + attention(x)
-        hidden = tf.nn.gelu(_dense(tf, _layer_norm(tf, x, *norm2, epsilon=1e-5), *expand), approximate=False)
-        return x + _dense(tf, hidden, *contract)
+        hidden = tf.nn.gelu(dense(tf, layer_norm(tf, x, *norm2, epsilon=1e-5), *expand), approximate=False)
+        return x + dense(tf, hidden, *contract)
 
     function = tf.function(fn)
     function.input_specs = (("input", (batch, side, side, width), "float32"),)  # type: ignore[attr-defined]
