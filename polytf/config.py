@@ -220,5 +220,11 @@ class TuningConfig:
 
 
 def code_knobs(codegen: CodegenConfig) -> dict:
-    """The settings that enter a :class:`polytf.storage.cache.CacheKey`."""
-    return {"codegen": asdict(codegen)}
+    """The settings that enter a :class:`polytf.storage.cache.CacheKey`. A setting newer than
+    the keys already stored (``ieee_denormals``) enters only away from its default, so that the
+    tuning records made before it keep their keys (their recipes do not depend on it; the
+    compiled objects, whose code does, are told apart by ``ObjectKey.facts``)."""
+    knobs = asdict(codegen)
+    if not knobs["ieee_denormals"]:
+        del knobs["ieee_denormals"]
+    return {"codegen": knobs}

@@ -7,7 +7,7 @@ polyhedral lowering and traits (:class:`OpDefinition`), in one explicit table
     definition.weight_layout.input         # 1: the filter
 
 The op modules (``polytf.ops.conv``, ``polytf.ops.elementwise``, ...) hold each op's rules and
-the builders of its nodes (``const_node``, ``identity_node``).
+the builders of its nodes (``const_node``, ``identity_node``, ``reshape_node``).
 """
 
 from polytf.ops.definition import (
@@ -27,7 +27,7 @@ from polytf.ops.lowering_context import ArrayRef, LoweringContext
 from polytf.ops.sources import const_node, const_value
 from polytf.ops.table import check_supported, convolution_ops, lookup, supported_ops
 from polytf.ops.traits import Algebra, Forwarding, Operation, WeightLayout
-from polytf.ops.views import identity_node
+from polytf.ops.views import identity_node, reshape_node
 
 __all__ = [
     "ANY_DTYPE",
@@ -53,6 +53,7 @@ __all__ = [
     "const_value",
     "convolution_ops",
     "identity_node",
+    "reshape_node",
     "lookup",
     "supported_ops",
 ]

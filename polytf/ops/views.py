@@ -197,3 +197,8 @@ NOOP = OpDefinition("NoOp", NO_OUTPUT, infer_noop, reference_noop, None, data_in
 def identity_node(name: str, tensor: str, control_inputs: tuple[str, ...] = (), dtype: str | None = None) -> Node:
     """An ``Identity`` node returning ``tensor`` (attr ``T``: ``dtype``, when known)."""
     return Node(name, IDENTITY.op, (tensor,), control_inputs, {"T": dtype} if dtype is not None else {})
+
+
+def reshape_node(name: str, tensor: str, shape_tensor: str, dtype: str, control_inputs: tuple[str, ...] = ()) -> Node:
+    """A ``Reshape(tensor, shape_tensor)`` node of ``dtype`` values (an int32 shape)."""
+    return Node(name, RESHAPE.op, (tensor, shape_tensor), control_inputs, {"T": dtype, "Tshape": "int32"})

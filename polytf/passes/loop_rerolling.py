@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from polytf.graph import Graph, Node, TensorType, split_tensor_name
-from polytf.ops import lookup
+from polytf.ops import lookup, reshape_node
 from polytf.ops.definition import ELEMENTWISE
 from polytf.passes.editor import GraphEditor
 from polytf.passes.report import PassReport
@@ -163,11 +163,11 @@ def _reroll(editor: GraphEditor, stack: Node, source: str, chains: list[Chain]) 
         value = f"{name}:0"
     stacked = editor.type_of(stack.output(0))
     shape = editor.add_constant(f"{stack.name}/steps_shape", np.asarray(stacked.shape, np.int32), before=stack.name)
-    editor.set_node(Node(stack.name, "Reshape", (value, shape), stack.control_inputs, {"T": stacked.dtype, "Tshape": "int32"}), output_types=[stacked])
+    editor.set_node(reshape_node(stack.name, value, shape, stacked.dtype, stack.control_inputs), output_types=[stacked])
 
 
 def _reshape(editor: GraphEditor, stack: Node, suffix: str, tensor: str, shape: tuple[int, ...], dtype: str) -> str:
     target = editor.add_constant(f"{stack.name}/{suffix}_shape", np.asarray(shape, np.int32), before=stack.name)
     name = editor.fresh_name(f"{stack.name}/{suffix}")
-    editor.set_node(Node(name, "Reshape", (tensor, target), (), {"T": dtype, "Tshape": "int32"}), output_types=[TensorType(shape, dtype)], before=stack.name)
+    editor.set_node(reshape_node(name, tensor, target, dtype), output_types=[TensorType(shape, dtype)], before=stack.name)
     return f"{name}:0"

@@ -68,9 +68,11 @@ class ObjectKey:
         target: the target's fingerprint (triple, CPU name, features, LLVM version).
         knobs: code-changing settings of polytf.config.
         versions: polytf, islpy and llvmlite versions.
-        facts: what the entry's kernel facts mean: 2 since ``argument_bytes`` count the bytes up
-            to the last element a kernel touches (:func:`polytf.poly.access_bounds.required_bytes`),
-            not its arrays' whole shapes, so that entries made before are not linked.
+        facts: what the entry's kernel facts and code mean: 2 since ``argument_bytes`` count the
+            bytes up to the last element a kernel touches
+            (:func:`polytf.poly.access_bounds.required_bytes`), not its arrays' whole shapes; 3
+            since kernel bodies flush denormals as TensorFlow does (``CodegenConfig.ieee_denormals``
+            off); entries made before are not linked.
     """
 
     scop_fingerprint: str
@@ -79,7 +81,7 @@ class ObjectKey:
     target: dict
     knobs: dict
     versions: dict = field(default_factory=current_versions)
-    facts: int = 2
+    facts: int = 3
 
     def as_dict(self) -> dict:
         """The key as an entry stores it (JSON values), with its ``digest`` (computed once)."""

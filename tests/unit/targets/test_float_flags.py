@@ -61,6 +61,21 @@ def test_float_flags_are_contract_only_unless_fast_math():
     assert code_knobs(CodegenConfig(fast_math=True)) != code_knobs(CodegenConfig())  # part of the cache key
 
 
+def test_ieee_denormals_enter_the_cache_key_only_when_asked_for():
+    """Tuning records made before the option existed keep their keys; kernels compiled with
+    IEEE denormals are told apart from the default, flushing ones."""
+    assert code_knobs(CodegenConfig()) == {"codegen": {"optimization_level": 3, "fast_math": False}}
+    assert code_knobs(CodegenConfig(ieee_denormals=True))["codegen"]["ieee_denormals"] is True
+    default = TARGET.emit_llvm_ir(*_kernel_and_recipe())
+    ieee = CpuTarget(CodegenConfig(ieee_denormals=True)).emit_llvm_ir(*_kernel_and_recipe())
+    assert "llvm.x86.sse.ldmxcsr" in default and "llvm.x86.sse.ldmxcsr" not in ieee
+
+
+def _kernel_and_recipe():
+    kernel = _kernel("Relu", (16, 40), None)
+    return kernel.scop, _recipe(kernel)
+
+
 @pytest.mark.parametrize(
     ("op", "shape", "axis"), [("Relu", (16, 40), None), ("Max", (16, 40), 1), ("Softmax", (6, 40), None), ("Sum", (16, 40), 1)]
 )
