@@ -56,18 +56,25 @@ def _alternate(polytf_call, openvino_call, rounds: int) -> tuple[float, float]:
     return statistics.median(polytf_s), statistics.median(openvino_s)
 
 
-def _one(path: Path, feeds: dict, threads: int, rounds: int, cache: Path):
+def _ratio(polytf_s: float | None, openvino_s: float | None) -> str:
+    return f"{polytf_s / openvino_s:.2f}" if polytf_s and openvino_s else "-"
+
+
+def _one(path: Path, feeds_of, threads: int, rounds: int, cache: Path):
+    """Load ``path`` once and time it against OpenVINO on ``feeds_of(model)``: ``(model, status,
+    polytf s, OpenVINO s or None, note, feeds)``."""
     import polytf
     from polytf.bench.openvino_baseline import openvino_function
 
     model = polytf.load(path, cache_dir=cache, threads=threads, progress=False)
+    feeds = feeds_of(model)
     status = "compiled" if not model.host_nodes else "host (" + ", ".join(sorted({node.op for node in model.host_nodes})) + ")"
     try:
         openvino_call = openvino_function(path, feeds, ["Identity"], threads)
     except Exception as error:  # noqa: BLE001 - a layer OpenVINO cannot convert is reported so
-        return model, status, _median_time(lambda: model(**feeds)), None, str(error).splitlines()[0]
+        return model, status, _median_time(lambda: model(**feeds)), None, str(error).splitlines()[0], feeds
     polytf_s, openvino_s = _alternate(lambda: model(**feeds), openvino_call, rounds)
-    return model, status, polytf_s, openvino_s, ""
+    return model, status, polytf_s, openvino_s, "", feeds
 
 
 def _conv3d_layer(path: Path) -> Path:
@@ -104,9 +111,8 @@ def main() -> None:
         if only and not any(part in case.name for part in only):
             continue
         path = freeze_case(case, work / f"case{index}.pb")
-        feeds = {"input": case_inputs(case)}
         try:
-            _, status, polytf_s, openvino_s, note = _one(path, feeds, args.threads, args.rounds, work / f"cache{index}")
+            _, status, polytf_s, openvino_s, note, _ = _one(path, lambda model, case=case: {"input": case_inputs(case)}, args.threads, args.rounds, work / f"cache{index}")
         except Exception as error:  # noqa: BLE001 - a refused layer is a row of the report
             status, polytf_s, openvino_s, note = "refused", None, None, str(error).splitlines()[0][:160]
         if case.name in KNOWN_GAPS:
@@ -120,11 +126,8 @@ def main() -> None:
         if only:
             break
         path = _conv3d_layer(work / "conv3d_layer.pb") if name == "conv3d_layer" else write_model(name, work / f"{name}.pb")
-        import polytf
-
-        probe = polytf.load(path, cache_dir=work / f"cache_{name}", threads=args.threads, progress=False)
-        feeds = zoo_inputs(probe.input_types, seed=3)
-        model, status, polytf_s, openvino_s, note = _one(path, feeds, args.threads, args.rounds, work / f"cache_{name}")
+        feeds_of = lambda model: zoo_inputs(model.input_types, seed=3)  # noqa: E731 - one expression, named for the call below
+        model, status, polytf_s, openvino_s, note, feeds = _one(path, feeds_of, args.threads, args.rounds, work / f"cache_{name}")
         profile = profile_model(model, feeds, repeats=20, peak_gflops=peak, alone=False)
         convolutions = [k for k in profile.kernels if k.flops and any(op.startswith(("Conv", "MatMul")) for _, op in k.ops)]
         # a transposed convolution's kernel: the convolution over its output phases (its node is named '<node>/phases')
@@ -155,9 +158,8 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     for case, status, polytf_s, openvino_s, note in rows:
-        ratio = f"{polytf_s / openvino_s:.2f}" if polytf_s and openvino_s else "-"
         cells = [case.layer, case.setting or "-", "x".join(map(str, case.shape)) + ("" if case.dtype == "float32" else f" {case.dtype}"), status,
-                 f"{polytf_s * 1e6:.1f}" if polytf_s else "-", f"{openvino_s * 1e6:.1f}" if openvino_s else "-", ratio, note]
+                 f"{polytf_s * 1e6:.1f}" if polytf_s else "-", f"{openvino_s * 1e6:.1f}" if openvino_s else "-", _ratio(polytf_s, openvino_s), note]
         lines.append("| " + " | ".join(cells) + " |")
     compiled = sum(status == "compiled" for _, status, *_ in rows)
     ratios = [p / o for _, status, p, o, _ in rows if p and o]
@@ -177,8 +179,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     for name, status, polytf_s, openvino_s, detail in model_rows:
-        ratio = f"{polytf_s / openvino_s:.2f}" if polytf_s and openvino_s else "-"
-        lines.append(f"| {name} | {status} | {polytf_s * 1e3:.3f} | {openvino_s * 1e3:.3f} | {ratio} | {detail} |")
+        lines.append(f"| {name} | {status} | {polytf_s * 1e3:.3f} | {openvino_s * 1e3:.3f} | {_ratio(polytf_s, openvino_s)} | {detail} |")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 

@@ -39,6 +39,14 @@ def _check_sizes(batch: int, side: int, classes: int, poolings: int) -> None:
         raise ValueError("batch and classes must be at least 1")
 
 
+def _conv_block(layers: Any, x: Any, filters: int, name: str) -> Any:
+    """3x3 convolution (no bias) + batch norm + ReLU, the layers named ``{name}_conv``,
+    ``{name}_bn`` and ``{name}_relu``."""
+    x = layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}_conv")(x)
+    x = layers.BatchNormalization(name=f"{name}_bn")(x)
+    return layers.ReLU(name=f"{name}_relu")(x)
+
+
 def unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 64, classes: int = 4) -> Any:
     """The U-Net of the module docstring as a Keras model.
 
@@ -50,9 +58,7 @@ def unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 64, classes: int 
     layers = keras.layers
 
     def conv_block(x: Any, filters: int, name: str) -> Any:
-        x = layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}_conv")(x)
-        x = layers.BatchNormalization(name=f"{name}_bn")(x)
-        return layers.ReLU(name=f"{name}_relu")(x)
+        return _conv_block(layers, x, filters, name)
 
     inputs = keras.Input(shape=(side, side, 3), batch_size=batch, name="input")
     stage1 = conv_block(conv_block(inputs, 16, "enc1a"), 16, "enc1b")
@@ -77,11 +83,7 @@ def transposed_unet(batch: int = 1, seed: int = DEFAULT_SEED, side: int = 128, c
     layers = keras.layers
 
     def stage(x: Any, filters: int, name: str) -> Any:
-        for part in ("a", "b"):
-            x = layers.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{name}{part}_conv")(x)
-            x = layers.BatchNormalization(name=f"{name}{part}_bn")(x)
-            x = layers.ReLU(name=f"{name}{part}_relu")(x)
-        return x
+        return _conv_block(layers, _conv_block(layers, x, filters, f"{name}a"), filters, f"{name}b")
 
     x = keras.Input(shape=(side, side, 3), batch_size=batch, name="input")
     inputs, skips = x, []

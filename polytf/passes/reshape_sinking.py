@@ -53,8 +53,7 @@ from polytf.errors import ShapeError
 from polytf.graph import Graph, Node, TensorType, split_tensor_name
 from polytf.graph.reachability import live_node_names
 from polytf.graph.tensor_names import producer_name
-from polytf.ops import CONTRACTION, ELEMENTWISE, VIEW, lookup
-from polytf.ops.views import RESHAPE
+from polytf.ops import CONTRACTION, ELEMENTWISE, VIEW, lookup, reshape_node
 from polytf.passes.editor import GraphEditor
 from polytf.passes.report import PassReport
 
@@ -223,21 +222,16 @@ def _rewrite(
             shape_tensor = editor.add_constant(
                 f"{computed_name}/operand_{index}_shape", np.asarray(operand.shape, dtype=np.int32), before=node.name
             )
-            view = _reshape_node(editor.fresh_name(f"{computed_name}/operand_{index}"), operand.tensor, shape_tensor)
+            view = reshape_node(editor.fresh_name(f"{computed_name}/operand_{index}"), operand.tensor, shape_tensor, "float32")
             editor.set_node(view, output_types=[TensorType(operand.shape, "float32")], before=node.name)
             inputs.append(view.output(0))
     computed = Node(computed_name, node.op, tuple(inputs), node.control_inputs, node.attrs)
     editor.set_node(computed, output_types=[computed_type], before=node.name)
     shape_tensor = editor.add_constant(f"{node.name}/output_shape", np.asarray(output_shape, dtype=np.int32), before=node.name)
     editor.set_node(
-        _reshape_node(node.name, computed.output(0), shape_tensor), output_types=[TensorType(output_shape, "float32")]
+        reshape_node(node.name, computed.output(0), shape_tensor, "float32"), output_types=[TensorType(output_shape, "float32")]
     )
     return True
-
-
-def _reshape_node(name: str, tensor: str, shape_tensor: str) -> Node:
-    """A float32 ``Reshape(tensor, shape_tensor)`` node (int32 shape)."""
-    return Node(name, RESHAPE.op, (tensor, shape_tensor), (), {"T": "float32", "Tshape": "int32"})
 
 
 def _static(tensor_type: TensorType) -> bool:
